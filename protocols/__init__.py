@@ -1,0 +1,1 @@
+"""Statistics and study protocols (torch-, mujoco- and warp-free)."""
