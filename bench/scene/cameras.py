@@ -1,0 +1,756 @@
+"""Cameras: pinhole and fisheye models, camera files, trajectories.
+
+Conventions (the same everywhere in the bench):
+
+- Axes are OpenCV's: +x right, +y down, +z forward. ``world_from_camera`` is the
+  4x4 rigid transform taking camera-frame points to world points.
+- Pixel coordinates follow COLMAP/3DGS/gsplat: the centre of pixel (row i, col j)
+  is at ``(u, v) = (j + 0.5, i + 0.5)``, so a centred principal point is
+  ``cx = width / 2``.
+- ``pinhole``: ``u = fx * x / z + cx``, ``v = fy * y / z + cy`` (no distortion).
+- ``fisheye``: OpenCV Kannala-Brandt (``cv2.fisheye``), ``theta = atan2(r, z)``,
+  ``theta_d = theta * (1 + k1 theta^2 + k2 theta^4 + k3 theta^6 + k4 theta^8)``,
+  ``u = fx * theta_d * x / r + cx``. Unlike ``cv2.fisheye`` the angle ``theta``
+  may exceed 90 degrees (points behind the image plane), so lenses up to 200 deg
+  and beyond are modelled. A ray is *valid* when ``theta`` is below
+  ``max_theta`` (the smaller of ``fov_deg / 2`` and the angle where the
+  polynomial stops increasing).
+
+Camera files (:func:`load_cameras` / :func:`save_cameras`): a JSON list of
+camera dicts (this module's format), COLMAP sparse models (``cameras`` +
+``images``, text or binary) and nerfstudio ``transforms.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.errors import BenchError
+from bench.provenance import atomic_write_bytes
+
+MODELS = ("pinhole", "fisheye")
+RIGID_TOLERANCE = 1e-4  # max |R^T R - I| entry and |det R - 1| accepted as a rotation
+_FISHEYE_NEWTON_STEPS = 20  # Newton iterations to invert theta_d(theta); converges in < 8
+
+
+@dataclass(frozen=True, eq=False)
+class Camera:
+    """An intrinsic + extrinsic camera (see module docstring for conventions).
+
+    Attributes:
+        model: ``"pinhole"`` or ``"fisheye"`` (OpenCV Kannala-Brandt).
+        width: Image width in pixels (> 0).
+        height: Image height in pixels (> 0).
+        fx: Focal length along x in pixels (for fisheye: pixels per radian).
+        fy: Focal length along y in pixels.
+        cx: Principal point x in pixels (pixel-centre convention, see module doc).
+        cy: Principal point y in pixels.
+        world_from_camera: [4, 4] rigid transform, OpenCV camera axes.
+        distortion: (k1, k2, k3, k4) Kannala-Brandt coefficients; zeros for pinhole.
+        fov_deg: Fisheye only: full field of view of the lens in degrees (None =
+            limited only by where the distortion polynomial stops increasing).
+        name: Free-form name (image file name in COLMAP / nerfstudio files).
+    """
+
+    model: str
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    world_from_camera: np.ndarray  # [4, 4]
+    distortion: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    fov_deg: float | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ValueError(f"camera model {self.model!r} is not supported; use one of {MODELS}")
+        for attr in ("width", "height"):
+            value = getattr(self, attr)
+            if int(value) != value or value <= 0:
+                raise ValueError(
+                    f"camera {self.name!r} has {attr}={value}; image size must be a positive "
+                    "integer number of pixels (fix the camera file or the --width/--height "
+                    "override)"
+                )
+            object.__setattr__(self, attr, int(value))
+        for attr in ("fx", "fy", "cx", "cy"):
+            value = float(getattr(self, attr))
+            if not math.isfinite(value):
+                raise ValueError(
+                    f"camera {self.name!r} has non-finite {attr}={value}; fix the intrinsics"
+                )
+            object.__setattr__(self, attr, value)
+        if self.fx <= 0 or self.fy <= 0:
+            raise ValueError(
+                f"camera {self.name!r} has focal lengths fx={self.fx}, fy={self.fy}; "
+                "both must be > 0"
+            )
+        dist = tuple(float(k) for k in self.distortion)
+        if len(dist) != 4 or not all(math.isfinite(k) for k in dist):
+            raise ValueError(
+                f"camera {self.name!r} distortion {self.distortion} must be 4 finite numbers k1..k4"
+            )
+        if self.model == "pinhole" and any(dist):
+            raise ValueError(
+                f"pinhole camera {self.name!r} has distortion {dist}; pinhole cameras are "
+                "distortion-free (undistort the images first, or use model 'fisheye')"
+            )
+        object.__setattr__(self, "distortion", dist)
+        if self.fov_deg is not None:
+            fov = float(self.fov_deg)
+            if not (0.0 < fov <= 360.0):
+                raise ValueError(f"camera {self.name!r} fov_deg={fov} must be in (0, 360] degrees")
+            object.__setattr__(self, "fov_deg", fov)
+        pose = _validated_pose(self.world_from_camera, self.name)
+        object.__setattr__(self, "world_from_camera", pose)
+
+    # ------------------------------------------------------------ construction
+    @staticmethod
+    def pinhole_from_fov(
+        width: int, height: int, *, fov_x_deg: float, world_from_camera: np.ndarray, name: str = ""
+    ) -> Camera:
+        """A centred, square-pixel pinhole camera with horizontal field of view ``fov_x_deg``."""
+        if not 0.0 < fov_x_deg < 180.0:
+            raise ValueError(f"pinhole fov_x_deg={fov_x_deg} must be in (0, 180) degrees")
+        f = 0.5 * width / math.tan(math.radians(fov_x_deg) / 2.0)
+        return Camera("pinhole", width, height, f, f, width / 2.0, height / 2.0,
+                      world_from_camera, name=name)
+
+    @staticmethod
+    def equidistant_fisheye(
+        width: int, height: int, *, fov_deg: float, world_from_camera: np.ndarray, name: str = ""
+    ) -> Camera:
+        """A centred equidistant fisheye (k = 0) whose ``fov_deg`` circle fits the shorter side."""
+        f = 0.5 * min(width, height) / math.radians(fov_deg / 2.0)
+        return Camera("fisheye", width, height, f, f, width / 2.0, height / 2.0,
+                      world_from_camera, fov_deg=fov_deg, name=name)
+
+    def replace(self, **changes) -> Camera:
+        """A copy with some fields replaced (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_pose(self, world_from_camera: np.ndarray) -> Camera:
+        """The same intrinsics at another pose."""
+        return self.replace(world_from_camera=world_from_camera)
+
+    def resized(self, width: int, height: int) -> Camera:
+        """The same camera at another resolution (intrinsics scaled per axis)."""
+        if int(width) <= 0 or int(height) <= 0:
+            raise ValueError(f"resize target {width}x{height} must be positive pixel counts")
+        sx, sy = width / self.width, height / self.height
+        return self.replace(width=int(width), height=int(height), fx=self.fx * sx,
+                            fy=self.fy * sy, cx=self.cx * sx, cy=self.cy * sy)
+
+    # ---------------------------------------------------------------- geometry
+    @property
+    def camera_from_world(self) -> np.ndarray:  # [4, 4]
+        """Inverse of ``world_from_camera`` (the "view matrix", OpenCV axes)."""
+        r = self.world_from_camera[:3, :3]
+        t = self.world_from_camera[:3, 3]
+        out = np.eye(4)
+        out[:3, :3] = r.T
+        out[:3, 3] = -r.T @ t
+        return out
+
+    @property
+    def position(self) -> np.ndarray:  # [3]
+        """Camera centre in world coordinates."""
+        return self.world_from_camera[:3, 3].copy()
+
+    @property
+    def K(self) -> np.ndarray:  # [3, 3]  # noqa: N802 - the standard name of the intrinsic matrix
+        """The 3x3 intrinsic matrix."""
+        return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
+
+    @property
+    def max_theta(self) -> float:
+        """Largest valid angle from the optical axis in radians (fisheye; pi/2 for pinhole)."""
+        if self.model == "pinhole":
+            return math.pi / 2.0
+        limit = _monotonic_theta_limit(self.distortion)
+        if self.fov_deg is not None:
+            limit = min(limit, math.radians(self.fov_deg) / 2.0)
+        return limit
+
+    def to_camera_frame(self, points_world: np.ndarray) -> np.ndarray:  # [N, 3] -> [N, 3]
+        """World points expressed in the camera frame."""
+        view = self.camera_from_world
+        return np.asarray(points_world, np.float64) @ view[:3, :3].T + view[:3, 3]
+
+    def project(self, points_cam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Project camera-frame points to pixels.
+
+        Args:
+            points_cam: [N, 3] points in the camera frame.
+
+        Returns:
+            ``(uv [N, 2], valid [N])``; invalid points (behind a pinhole camera,
+            outside the fisheye's valid cone) get uv = NaN.
+        """
+        p = np.asarray(points_cam, np.float64).reshape(-1, 3)
+        x, y, z = p[:, 0], p[:, 1], p[:, 2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.model == "pinhole":
+                valid = z > 0
+                u = self.fx * x / z + self.cx
+                v = self.fy * y / z + self.cy
+            else:
+                r = np.hypot(x, y)
+                theta = np.arctan2(r, z)
+                theta_d = _distort_theta(theta, self.distortion)
+                # Near the axis theta_d / r -> 1 / z; use that limit to avoid 0/0.
+                axis_limit = 1.0 / np.where(z > 0, z, 1.0)
+                scale = np.where(r > 1e-12, theta_d / np.maximum(r, 1e-300), axis_limit)
+                valid = (theta < self.max_theta) & (np.linalg.norm(p, axis=1) > 0)
+                u = self.fx * scale * x + self.cx
+                v = self.fy * scale * y + self.cy
+        uv = np.stack([u, v], axis=1)
+        uv[~valid] = np.nan
+        return uv, valid
+
+    def project_world(self, points_world: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`project` for world points: ``(uv [N, 2], valid [N])``."""
+        return self.project(self.to_camera_frame(points_world))
+
+    def unproject(self, uv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Unit ray directions (camera frame) through pixel coordinates.
+
+        Args:
+            uv: [N, 2] pixel coordinates (pixel-centre convention).
+
+        Returns:
+            ``(rays [N, 3] unit vectors, valid [N])``. Fisheye pixels outside the
+            valid image circle are invalid (rays NaN).
+        """
+        uv = np.asarray(uv, np.float64).reshape(-1, 2)
+        mx = (uv[:, 0] - self.cx) / self.fx
+        my = (uv[:, 1] - self.cy) / self.fy
+        if self.model == "pinhole":
+            rays = np.stack([mx, my, np.ones_like(mx)], axis=1)
+            return rays / np.linalg.norm(rays, axis=1, keepdims=True), np.ones(len(uv), bool)
+        theta_d = np.hypot(mx, my)
+        theta = _undistort_theta(theta_d, self.distortion, self.max_theta)
+        valid = np.isfinite(theta) & (theta < self.max_theta)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sin_over = np.where(theta_d > 1e-12, np.sin(theta) / np.maximum(theta_d, 1e-300), 1.0)
+        rays = np.stack([mx * sin_over, my * sin_over, np.cos(theta)], axis=1)
+        rays[~valid] = np.nan
+        return rays, valid
+
+    def pixel_rays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rays through every pixel centre: ``(rays [H, W, 3], valid [H, W])`` (camera frame)."""
+        jj, ii = np.meshgrid(np.arange(self.width) + 0.5, np.arange(self.height) + 0.5)
+        rays, valid = self.unproject(np.stack([jj.ravel(), ii.ravel()], axis=1))
+        return rays.reshape(self.height, self.width, 3), valid.reshape(self.height, self.width)
+
+    # ------------------------------------------------------------------ dicts
+    def to_dict(self) -> dict:
+        """JSON-able dict (this module's camera-file entry)."""
+        out = {
+            "name": self.name,
+            "model": self.model,
+            "width": self.width,
+            "height": self.height,
+            "fx": self.fx,
+            "fy": self.fy,
+            "cx": self.cx,
+            "cy": self.cy,
+            "world_from_camera": self.world_from_camera.tolist(),
+        }
+        if self.model == "fisheye":
+            out["distortion"] = list(self.distortion)
+            out["fov_deg"] = self.fov_deg
+        return out
+
+    @staticmethod
+    def from_dict(data: dict) -> Camera:
+        """Inverse of :meth:`to_dict`; missing keys raise a ValueError naming them."""
+        required = ("model", "width", "height", "fx", "fy", "cx", "cy", "world_from_camera")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise ValueError(f"camera entry {data.get('name', '?')!r} lacks keys {missing}; "
+                             f"each entry needs {list(required)}")
+        return Camera(
+            model=data["model"], width=data["width"], height=data["height"], fx=data["fx"],
+            fy=data["fy"], cx=data["cx"], cy=data["cy"],
+            world_from_camera=np.asarray(data["world_from_camera"], dtype=np.float64),
+            distortion=tuple(data.get("distortion", (0.0, 0.0, 0.0, 0.0))),
+            fov_deg=data.get("fov_deg"), name=str(data.get("name", "")),
+        )
+
+
+# --------------------------------------------------------------------------- validation
+def _validated_pose(pose: np.ndarray, name: str) -> np.ndarray:
+    pose = np.array(pose, dtype=np.float64)
+    if pose.shape != (4, 4):
+        raise ValueError(f"camera {name!r} world_from_camera has shape {pose.shape}; expected 4x4")
+    if not np.isfinite(pose).all():
+        raise ValueError(
+            f"camera {name!r} world_from_camera contains NaN/Inf; fix the pose in the camera file"
+        )
+    if not np.allclose(pose[3], [0, 0, 0, 1], atol=RIGID_TOLERANCE):
+        raise ValueError(
+            f"camera {name!r} world_from_camera last row is {pose[3]}; expected [0 0 0 1]"
+        )
+    rot = pose[:3, :3]
+    err = np.abs(rot.T @ rot - np.eye(3)).max()
+    det = np.linalg.det(rot)
+    if err > RIGID_TOLERANCE or abs(det - 1.0) > RIGID_TOLERANCE:
+        raise ValueError(
+            f"camera {name!r} world_from_camera rotation is not rigid (|R^T R - I| = {err:.2g}, "
+            f"det = {det:.4g}); remove scale/shear (e.g. orthonormalise with an SVD) "
+            "and use a right-handed rotation"
+        )
+    pose[3] = (0.0, 0.0, 0.0, 1.0)
+    pose.setflags(write=False)
+    return pose
+
+
+def _distort_theta(theta: np.ndarray, k: Sequence[float]) -> np.ndarray:
+    t2 = theta * theta
+    return theta * (1.0 + t2 * (k[0] + t2 * (k[1] + t2 * (k[2] + t2 * k[3]))))
+
+
+def _distort_theta_derivative(theta: np.ndarray, k: Sequence[float]) -> np.ndarray:
+    t2 = theta * theta
+    return 1.0 + t2 * (3 * k[0] + t2 * (5 * k[1] + t2 * (7 * k[2] + t2 * 9 * k[3])))
+
+
+def _monotonic_theta_limit(k: Sequence[float]) -> float:
+    """First angle in (0, pi] where d theta_d / d theta <= 0, or pi if none."""
+    grid = np.linspace(0.0, math.pi, 4097)
+    bad = np.nonzero(_distort_theta_derivative(grid, k) <= 0)[0]
+    return float(grid[bad[0]]) if len(bad) else math.pi
+
+
+def _undistort_theta(theta_d: np.ndarray, k: Sequence[float], max_theta: float) -> np.ndarray:
+    """Invert theta_d(theta) on [0, max_theta] by Newton's method; NaN outside the range."""
+    theta = np.clip(theta_d, 0.0, max_theta)
+    for _ in range(_FISHEYE_NEWTON_STEPS):
+        deriv = np.maximum(_distort_theta_derivative(theta, k), 1e-9)
+        theta = np.clip(theta - (_distort_theta(theta, k) - theta_d) / deriv, 0.0, max_theta)
+    ok = np.abs(_distort_theta(theta, k) - theta_d) < 1e-6 * np.maximum(1.0, theta_d)
+    return np.where(ok, theta, np.nan)
+
+
+# --------------------------------------------------------------------------- trajectories
+def look_at(eye: Sequence[float], target: Sequence[float],
+            up: Sequence[float] = (0.0, 0.0, 1.0)) -> np.ndarray:  # [4, 4]
+    """``world_from_camera`` (OpenCV axes) of a camera at ``eye`` looking at ``target``.
+
+    ``up`` is the world direction that should appear upwards in the image (-y).
+    """
+    eye, target, up = (np.asarray(a, np.float64) for a in (eye, target, up))
+    forward = target - eye
+    if np.linalg.norm(forward) < 1e-12:
+        raise ValueError("look_at: eye and target coincide; move the target away from the eye")
+    forward /= np.linalg.norm(forward)
+    right = np.cross(forward, up)
+    if np.linalg.norm(right) < 1e-9:
+        raise ValueError("look_at: viewing direction is parallel to `up`; pass another up vector")
+    right /= np.linalg.norm(right)
+    down = np.cross(forward, right)
+    pose = np.eye(4)
+    pose[:3, 0], pose[:3, 1], pose[:3, 2], pose[:3, 3] = right, down, forward, eye
+    return pose
+
+
+def orbit(center: Sequence[float], *, radius: float, height: float, num_views: int,
+          start_deg: float = 0.0, sweep_deg: float = 360.0,
+          up: Sequence[float] = (0.0, 0.0, 1.0)) -> np.ndarray:  # [num_views, 4, 4]
+    """Poses on a horizontal circle around ``center`` all looking at it.
+
+    Args:
+        center: World point looked at (metres).
+        radius: Circle radius in metres (> 0).
+        height: Camera height above ``center`` in metres.
+        num_views: Number of poses (>= 1).
+        start_deg: Azimuth of the first pose in degrees (0 = +x of ``center``).
+        sweep_deg: Total azimuth covered; 360 spaces views evenly without repeating the first.
+        up: World up direction (the circle lies in the plane orthogonal to z; pass
+            ``up`` only to change the image's up direction).
+    """
+    if radius <= 0 or num_views < 1:
+        raise ValueError(f"orbit needs radius > 0 and num_views >= 1 (got {radius}, {num_views})")
+    center = np.asarray(center, np.float64)
+    closed = abs(sweep_deg % 360.0) < 1e-9
+    steps = num_views if closed else max(num_views - 1, 1)
+    angles = np.radians(start_deg + sweep_deg * np.arange(num_views) / steps)
+    eyes = center + np.stack(
+        [radius * np.cos(angles), radius * np.sin(angles), np.full_like(angles, height)], axis=1
+    )
+    return np.stack([look_at(e, center, up) for e in eyes])
+
+
+def interpolate_poses(poses: np.ndarray, times: Sequence[float]) -> np.ndarray:  # [T, 4, 4]
+    """Piecewise pose interpolation: slerp on rotation, linear on position.
+
+    Args:
+        poses: [K, 4, 4] key poses (K >= 1), at key times 0, 1, ..., K-1.
+        times: [T] query times in [0, K-1].
+
+    Returns:
+        [T, 4, 4] interpolated rigid poses.
+    """
+    from scipy.spatial.transform import Rotation, Slerp
+
+    poses = np.asarray(poses, np.float64)
+    times = np.asarray(times, np.float64)
+    for i, p in enumerate(poses):
+        _validated_pose(p, f"key pose {i}")
+    if len(poses) == 1:
+        return np.repeat(poses, len(times), axis=0)
+    if times.size and (times.min() < 0 or times.max() > len(poses) - 1):
+        raise ValueError(f"interpolate_poses: times must lie in [0, {len(poses) - 1}]")
+    keys = np.arange(len(poses), dtype=np.float64)
+    rotations = Slerp(keys, Rotation.from_matrix(poses[:, :3, :3]))(times).as_matrix()
+    out = np.tile(np.eye(4), (len(times), 1, 1))
+    out[:, :3, :3] = rotations
+    for axis in range(3):
+        out[:, axis, 3] = np.interp(times, keys, poses[:, axis, 3])
+    return out
+
+
+# --------------------------------------------------------------------------- file formats
+FORMATS = ("json", "colmap-text", "colmap-binary", "transforms")
+
+# COLMAP camera models: name -> (model id, number of params).
+_COLMAP_MODELS = {
+    "SIMPLE_PINHOLE": (0, 3), "PINHOLE": (1, 4), "SIMPLE_RADIAL": (2, 4), "RADIAL": (3, 5),
+    "OPENCV": (4, 8), "OPENCV_FISHEYE": (5, 8), "FULL_OPENCV": (6, 12), "FOV": (7, 5),
+    "SIMPLE_RADIAL_FISHEYE": (8, 4), "RADIAL_FISHEYE": (9, 5), "THIN_PRISM_FISHEYE": (10, 12),
+}
+_COLMAP_BY_ID = {mid: (name, n) for name, (mid, n) in _COLMAP_MODELS.items()}
+# nerfstudio (OpenGL: +y up, +z backward) <-> OpenCV camera axes.
+_GL_FROM_CV = np.diag([1.0, -1.0, -1.0, 1.0])
+
+
+def load_cameras(path: str | os.PathLike) -> list[Camera]:
+    """Load cameras from a JSON list, a COLMAP sparse model dir, or a transforms.json.
+
+    Args:
+        path: ``*.json`` (this module's list, or nerfstudio ``transforms.json``
+            recognised by its ``frames`` key) or a COLMAP model directory holding
+            ``cameras.{txt,bin}`` + ``images.{txt,bin}`` (``sparse/0`` inside
+            the given directory is also searched).
+
+    Returns:
+        The cameras in file order (COLMAP: sorted by image name).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"camera file {path} does not exist; pass a .json file or a COLMAP model dir"
+        )
+    if path.is_dir():
+        return _load_colmap(_find_colmap_dir(path))
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BenchError(
+            f"camera file {path} is not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"
+        ) from None
+    if isinstance(data, dict) and "frames" in data:
+        return _from_transforms(data)
+    if isinstance(data, dict) and "cameras" in data:
+        data = data["cameras"]
+    if not isinstance(data, list):
+        raise BenchError(
+            f"camera file {path}: expected a JSON list of cameras or a transforms.json"
+        )
+    return [Camera.from_dict(entry) for entry in data]
+
+
+def save_cameras(path: str | os.PathLike, cameras: Sequence[Camera], *,
+                 format: str | None = None) -> None:
+    """Write cameras atomically.
+
+    Args:
+        path: Output file (json / transforms) or directory (COLMAP).
+        cameras: The cameras.
+        format: One of ``FORMATS``. Default: ``transforms`` for a file named
+            ``transforms.json``, ``json`` for other ``.json`` names,
+            ``colmap-text`` otherwise (``path`` is then a directory).
+    """
+    path = Path(path)
+    if format is None:
+        if path.name == "transforms.json":
+            format = "transforms"
+        elif path.suffix == ".json":
+            format = "json"
+        else:
+            format = "colmap-text"
+    if format not in FORMATS:
+        raise ValueError(f"unknown camera file format {format!r}; use one of {FORMATS}")
+    cameras = list(cameras)
+    if format == "json":
+        text = json.dumps([c.to_dict() for c in cameras], indent=2) + "\n"
+        atomic_write_bytes(path, text.encode())
+    elif format == "transforms":
+        text = json.dumps(_to_transforms(cameras), indent=2) + "\n"
+        atomic_write_bytes(path, text.encode())
+    else:
+        _save_colmap(path, cameras, binary=format == "colmap-binary")
+
+
+def convert_cameras(src: str | os.PathLike, dst: str | os.PathLike, *,
+                    format: str | None = None) -> list[Camera]:
+    """Read any supported camera file and write it in another format; returns the cameras."""
+    cameras = load_cameras(src)
+    save_cameras(dst, cameras, format=format)
+    return cameras
+
+
+# ---------------------------------------------------------------- nerfstudio
+def _from_transforms(data: dict) -> list[Camera]:
+    cams = []
+    for i, frame in enumerate(data["frames"]):
+        merged = {**data, **frame}
+
+        def get(key, merged=merged, i=i):
+            if key not in merged:
+                raise BenchError(
+                    f"transforms.json frame {i} lacks {key!r} (set it per frame or globally)"
+                )
+            return merged[key]
+
+        model_name = merged.get("camera_model", "OPENCV")
+        dist = [float(merged.get(k, 0.0)) for k in ("k1", "k2", "k3", "k4")]
+        if model_name == "OPENCV_FISHEYE":
+            model = "fisheye"
+        elif model_name in ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE"):
+            model = "pinhole"
+            radial = dist[:3] + [float(merged.get(k, 0.0)) for k in ("p1", "p2")]
+            if any(radial):
+                raise BenchError(
+                    f"transforms.json frame {i}: pinhole distortion {radial} is not supported; "
+                    "undistort the images first (e.g. `colmap image_undistorter`)"
+                )
+            dist = [0.0] * 4
+        else:
+            raise BenchError(f"transforms.json camera_model {model_name!r} is not supported; "
+                             "use OPENCV (undistorted), PINHOLE or OPENCV_FISHEYE")
+        c2w = np.asarray(get("transform_matrix"), np.float64)
+        if c2w.shape == (3, 4):
+            c2w = np.vstack([c2w, [0, 0, 0, 1]])
+        cams.append(Camera(
+            model=model, width=int(get("w")), height=int(get("h")), fx=float(get("fl_x")),
+            fy=float(merged.get("fl_y", get("fl_x"))), cx=float(get("cx")), cy=float(get("cy")),
+            world_from_camera=c2w @ _GL_FROM_CV, distortion=tuple(dist),
+            fov_deg=merged.get("fov_deg"), name=str(frame.get("file_path", f"frame_{i:05d}")),
+        ))
+    return cams
+
+
+def _to_transforms(cameras: list[Camera]) -> dict:
+    frames = []
+    for i, cam in enumerate(cameras):
+        frame = {
+            "file_path": cam.name or f"images/frame_{i:05d}.png",
+            "transform_matrix": (cam.world_from_camera @ _GL_FROM_CV).tolist(),
+            "camera_model": "OPENCV_FISHEYE" if cam.model == "fisheye" else "OPENCV",
+            "w": cam.width, "h": cam.height, "fl_x": cam.fx, "fl_y": cam.fy,
+            "cx": cam.cx, "cy": cam.cy,
+        }
+        frame.update(dict(zip(("k1", "k2", "k3", "k4"), cam.distortion, strict=True)))
+        if cam.fov_deg is not None:
+            frame["fov_deg"] = cam.fov_deg
+        frames.append(frame)
+    return {"frames": frames}
+
+
+# ---------------------------------------------------------------------- COLMAP
+def _find_colmap_dir(path: Path) -> Path:
+    for candidate in (path, path / "sparse" / "0", path / "sparse"):
+        for ext in ("txt", "bin"):
+            if (candidate / f"cameras.{ext}").exists() and (candidate / f"images.{ext}").exists():
+                return candidate
+    raise FileNotFoundError(
+        f"{path} holds no COLMAP model (cameras.txt/images.txt or cameras.bin/images.bin, "
+        "also searched sparse/0); pass the model directory or a .json camera file"
+    )
+
+
+def _colmap_intrinsics(model_name: str, params: list[float], cam_id: int) -> dict:
+    if model_name == "SIMPLE_PINHOLE":
+        f, cx, cy = params
+        return {"model": "pinhole", "fx": f, "fy": f, "cx": cx, "cy": cy}
+    if model_name == "PINHOLE":
+        fx, fy, cx, cy = params
+        return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy}
+    if model_name == "OPENCV_FISHEYE":
+        fx, fy, cx, cy, *k = params
+        return {"model": "fisheye", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "distortion": tuple(k)}
+    if model_name in ("SIMPLE_RADIAL", "RADIAL", "OPENCV") and not any(
+        params[3 if model_name != "OPENCV" else 4:]
+    ):
+        fx = params[0]
+        if model_name == "OPENCV":
+            fy, cx, cy = params[1], params[2], params[3]
+        else:
+            fy, cx, cy = fx, params[1], params[2]
+        return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy}
+    raise BenchError(
+        f"COLMAP camera {cam_id} uses model {model_name} with distortion, which is not supported; "
+        "run `colmap image_undistorter` (-> PINHOLE) or calibrate as OPENCV_FISHEYE"
+    )
+
+
+def _qvec_to_rotation(q: Sequence[float]) -> np.ndarray:
+    from scipy.spatial.transform import Rotation
+
+    w, x, y, z = q
+    return Rotation.from_quat([x, y, z, w]).as_matrix()
+
+
+def _rotation_to_qvec(rot: np.ndarray) -> list[float]:
+    from scipy.spatial.transform import Rotation
+
+    x, y, z, w = Rotation.from_matrix(rot).as_quat()
+    q = np.array([w, x, y, z])
+    return (q if w >= 0 else -q).tolist()
+
+
+def _colmap_camera(intr: dict, width: int, height: int, qvec, tvec, name: str) -> Camera:
+    view = np.eye(4)
+    view[:3, :3] = _qvec_to_rotation(qvec)
+    view[:3, 3] = tvec
+    pose = np.eye(4)
+    pose[:3, :3] = view[:3, :3].T
+    pose[:3, 3] = -view[:3, :3].T @ view[:3, 3]
+    return Camera(width=width, height=height, world_from_camera=pose, name=name, **intr)
+
+
+def _load_colmap(model_dir: Path) -> list[Camera]:
+    binary = not (model_dir / "cameras.txt").exists()
+    if binary:
+        intrinsics, images = _read_colmap_binary(model_dir)
+    else:
+        intrinsics, images = _read_colmap_text(model_dir)
+    cams = []
+    for _image_id, qvec, tvec, cam_id, name in sorted(images, key=lambda im: im[4]):
+        if cam_id not in intrinsics:
+            raise BenchError(
+                f"COLMAP image {name!r} refers to missing camera {cam_id} in {model_dir}"
+            )
+        intr, width, height = intrinsics[cam_id]
+        cams.append(_colmap_camera(intr, width, height, qvec, tvec, name))
+    return cams
+
+
+def _read_colmap_text(model_dir: Path):
+    intrinsics = {}
+    for line in (model_dir / "cameras.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split()
+        cam_id, model_name, width, height = int(parts[0]), parts[1], int(parts[2]), int(parts[3])
+        params = [float(p) for p in parts[4:]]
+        if model_name not in _COLMAP_MODELS or len(params) != _COLMAP_MODELS[model_name][1]:
+            raise BenchError(
+                f"cameras.txt camera {cam_id}: unknown model or parameter count ({line!r})"
+            )
+        intrinsics[cam_id] = (_colmap_intrinsics(model_name, params, cam_id), width, height)
+    images = []
+    text = (model_dir / "images.txt").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    # Each image takes two lines: the pose line, then its (possibly empty) 2D points line.
+    for pose_line in lines[0::2]:
+        parts = pose_line.split()
+        if not parts:
+            continue
+        if len(parts) < 10:
+            raise BenchError(f"images.txt: malformed pose line {pose_line!r}")
+        qvec = [float(p) for p in parts[1:5]]
+        tvec = [float(p) for p in parts[5:8]]
+        images.append((int(parts[0]), qvec, tvec, int(parts[8]), " ".join(parts[9:])))
+    return intrinsics, images
+
+
+def _read_colmap_binary(model_dir: Path):
+    data = (model_dir / "cameras.bin").read_bytes()
+    (count,), offset = struct.unpack_from("<Q", data, 0), 8
+    intrinsics = {}
+    for _ in range(count):
+        cam_id, model_id, width, height = struct.unpack_from("<iiQQ", data, offset)
+        offset += 24
+        if model_id not in _COLMAP_BY_ID:
+            raise BenchError(f"cameras.bin camera {cam_id}: unknown COLMAP model id {model_id}")
+        model_name, n = _COLMAP_BY_ID[model_id]
+        params = list(struct.unpack_from(f"<{n}d", data, offset))
+        offset += 8 * n
+        intrinsics[cam_id] = (_colmap_intrinsics(model_name, params, cam_id), width, height)
+    data = (model_dir / "images.bin").read_bytes()
+    (count,), offset = struct.unpack_from("<Q", data, 0), 8
+    images = []
+    for _ in range(count):
+        image_id, qw, qx, qy, qz, tx, ty, tz, cam_id = struct.unpack_from("<i7di", data, offset)
+        offset += 64
+        end = data.index(b"\x00", offset)
+        name = data[offset:end].decode("utf-8")
+        offset = end + 1
+        (num_points,) = struct.unpack_from("<Q", data, offset)
+        offset += 8 + 24 * num_points  # skip (x, y, point3D_id) observations
+        images.append((image_id, [qw, qx, qy, qz], [tx, ty, tz], cam_id, name))
+    return intrinsics, images
+
+
+def _colmap_params(cam: Camera) -> tuple[str, list[float]]:
+    if cam.model == "fisheye":
+        return "OPENCV_FISHEYE", [cam.fx, cam.fy, cam.cx, cam.cy, *cam.distortion]
+    return "PINHOLE", [cam.fx, cam.fy, cam.cx, cam.cy]
+
+
+def _save_colmap(model_dir: Path, cameras: list[Camera], *, binary: bool) -> None:
+    # One COLMAP camera per distinct intrinsics, shared by images (as COLMAP does).
+    intr_ids: dict[tuple, int] = {}
+    image_rows = []
+    for i, cam in enumerate(cameras):
+        model_name, params = _colmap_params(cam)
+        key = (model_name, cam.width, cam.height, *params)
+        cam_id = intr_ids.setdefault(key, len(intr_ids) + 1)
+        view = cam.camera_from_world
+        image_rows.append((i + 1, _rotation_to_qvec(view[:3, :3]), view[:3, 3].tolist(), cam_id,
+                           cam.name or f"frame_{i:05d}.png"))
+    if binary:
+        cams_bin = struct.pack("<Q", len(intr_ids))
+        for key, cam_id in intr_ids.items():
+            model_name, width, height, *params = key
+            cams_bin += struct.pack(f"<iiQQ{len(params)}d", cam_id, _COLMAP_MODELS[model_name][0],
+                                    width, height, *params)
+        imgs_bin = struct.pack("<Q", len(image_rows))
+        for image_id, q, t, cam_id, name in image_rows:
+            imgs_bin += struct.pack("<i7di", image_id, *q, *t, cam_id) + name.encode() + b"\x00"
+            imgs_bin += struct.pack("<Q", 0)
+        atomic_write_bytes(model_dir / "cameras.bin", cams_bin)
+        atomic_write_bytes(model_dir / "images.bin", imgs_bin)
+        atomic_write_bytes(model_dir / "points3D.bin", struct.pack("<Q", 0))
+        return
+    lines = ["# Camera list with one line of data per camera:",
+             "#   CAMERA_ID, MODEL, WIDTH, HEIGHT, PARAMS[]"]
+    for key, cam_id in intr_ids.items():
+        model_name, width, height, *params = key
+        lines.append(" ".join([str(cam_id), model_name, str(width), str(height),
+                               *(repr(float(p)) for p in params)]))
+    atomic_write_bytes(model_dir / "cameras.txt", ("\n".join(lines) + "\n").encode())
+    lines = ["# Image list with two lines of data per image:",
+             "#   IMAGE_ID, QW, QX, QY, QZ, TX, TY, TZ, CAMERA_ID, NAME",
+             "#   POINTS2D[] as (X, Y, POINT3D_ID)"]
+    for image_id, q, t, cam_id, name in image_rows:
+        values = (repr(float(v)) for v in (*q, *t))
+        lines.append(" ".join([str(image_id), *values, str(cam_id), name]))
+        lines.append("")
+    atomic_write_bytes(model_dir / "images.txt", ("\n".join(lines) + "\n").encode())
+    atomic_write_bytes(model_dir / "points3D.txt", b"# 3D point list (empty: cameras only)\n")
