@@ -53,7 +53,9 @@ class GaussianSplats:
             if arr.shape != shape:
                 raise ValueError(f"GaussianSplats.{name} has shape {arr.shape}, expected {shape}")
         if self.sh_rest.ndim != 3 or self.sh_rest.shape[0] != n or self.sh_rest.shape[2] != 3:
-            raise ValueError(f"GaussianSplats.sh_rest has shape {self.sh_rest.shape}, expected [N, K, 3]")
+            raise ValueError(
+                f"GaussianSplats.sh_rest has shape {self.sh_rest.shape}, expected [N, K, 3]"
+            )
         if self.sh_rest.shape[1] not in SH_REST_COUNTS.values():
             raise ValueError(
                 f"sh_rest has {self.sh_rest.shape[1]} coefficients per channel; "
@@ -81,7 +83,8 @@ class GaussianSplats:
     @property
     def nbytes(self) -> int:
         """Memory held by all arrays, in bytes."""
-        core = sum(getattr(self, f.name).nbytes for f in dataclasses.fields(self) if f.name != "extra")
+        fields = dataclasses.fields(self)
+        core = sum(getattr(self, f.name).nbytes for f in fields if f.name != "extra")
         return core + sum(a.nbytes for a in self.extra.values())
 
     # ------------------------------------------------------------ activations
@@ -121,7 +124,7 @@ class GaussianSplats:
 
     @staticmethod
     def concat(first: GaussianSplats, second: GaussianSplats) -> GaussianSplats:
-        """Concatenate two sets (same SH degree); extra properties missing in one are zero-filled."""
+        """Concatenate two sets (same SH degree); extras missing in one are zero-filled."""
         if first.sh_rest.shape[1] != second.sh_rest.shape[1]:
             raise ValueError(
                 f"cannot concatenate SH degree {first.sh_degree} with SH degree {second.sh_degree}"

@@ -1,0 +1,203 @@
+"""Similarity transforms of Gaussian sets (registration of a splat into the world frame).
+
+A scene bundle stores ``world_from_splat`` = ``[[s R, t], [0, 1]]`` with ``s > 0``
+and ``R`` a proper rotation. Applying it to Gaussians:
+
+- means:      ``p' = s R p + t``
+- quats:      ``q' = q_R (x) q`` (Hamilton product; the stored norm is kept)
+- log-scales: ``log_scale' = log_scale + log(s)``
+- SH rest:    every band ``l`` is rotated with its real Wigner matrix, so the
+  view-dependent colour seen from world direction ``d`` equals the old colour
+  seen from ``R^T d`` (without this, SH-3 scenes change colour when rotated).
+
+Opacity and SH DC are unchanged. Arithmetic is float64, results float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.errors import BenchError
+from bench.scene.gaussians import GaussianSplats
+
+ORTHONORMAL_TOL = 1e-4  # max |R^T R - I| accepted (JSON matrices carry ~6-8 digits)
+
+# Real SH basis constants of the INRIA 3DGS / gsplat convention (bands 1-3).
+SH_C1 = 0.4886025119029199
+SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005,
+         -1.0925484305920792, 0.5462742152960396)
+SH_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
+         -0.4570457994644658, 1.445305721320277, -0.5900435899266435)
+
+
+@dataclass(frozen=True)
+class Similarity:
+    """``x -> scale * rotation @ x + translation`` with a proper rotation.
+
+    Attributes:
+        scale: Uniform scale ``s > 0`` (world metres per splat unit).
+        rotation: [3, 3] proper rotation matrix.
+        translation: [3] translation in world units (metres).
+    """
+
+    scale: float
+    rotation: np.ndarray  # [3, 3]
+    translation: np.ndarray  # [3]
+
+    @staticmethod
+    def from_matrix(matrix: np.ndarray | list, *, source: str = "world_from_splat") -> Similarity:
+        """Decompose a 4x4 similarity matrix, rejecting anything else with a clear error."""
+        m = np.asarray(matrix, dtype=np.float64)
+        if m.shape != (4, 4):
+            raise BenchError(f"{source} must be a 4x4 matrix, got shape {m.shape}")
+        if not np.isfinite(m).all():
+            raise BenchError(f"{source} contains NaN/Inf; store a finite 4x4 similarity matrix")
+        if np.abs(m[3] - (0.0, 0.0, 0.0, 1.0)).max() > 1e-9:
+            raise BenchError(f"{source} last row must be [0, 0, 0, 1], got {m[3].tolist()}")
+        linear = m[:3, :3]
+        det = float(np.linalg.det(linear))
+        if det <= 0:
+            raise BenchError(f"{source} has determinant {det:.3g} <= 0 (a reflection or a "
+                             "collapse); the upper-left 3x3 must be s * R with R a rotation")
+        scale = det ** (1.0 / 3.0)
+        rotation = linear / scale
+        error = float(np.abs(rotation.T @ rotation - np.eye(3)).max())
+        if error > ORTHONORMAL_TOL:
+            raise BenchError(f"{source} rotation part is not orthonormal (max |R^T R - I| = "
+                             f"{error:.3g}); the upper-left 3x3 must be s * R with R a rotation")
+        return Similarity(scale, rotation, m[:3, 3].copy())
+
+    def matrix(self) -> np.ndarray:  # [4, 4]
+        out = np.eye(4)
+        out[:3, :3] = self.scale * self.rotation
+        out[:3, 3] = self.translation
+        return out
+
+    def inverse(self) -> Similarity:
+        rt = self.rotation.T
+        return Similarity(1.0 / self.scale, rt, -(rt @ self.translation) / self.scale)
+
+    def is_identity(self) -> bool:
+        return bool(np.array_equal(self.matrix(), np.eye(4)))
+
+    def apply_points(self, points: np.ndarray) -> np.ndarray:  # [N, 3] -> [N, 3] float64
+        return self.scale * (np.asarray(points, np.float64) @ self.rotation.T) + self.translation
+
+
+def quat_from_matrix(rotation: np.ndarray) -> np.ndarray:  # [3, 3] -> [4] (w, x, y, z)
+    """Unit quaternion (w >= 0) of a rotation matrix (Shepperd's method)."""
+    r = np.asarray(rotation, dtype=np.float64)
+    trace = np.trace(r)
+    if trace > 0:
+        s = 2.0 * np.sqrt(1.0 + trace)
+        q = (0.25 * s, (r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s)
+    else:
+        i = int(np.argmax(np.diag(r)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + r[i, i] - r[j, j] - r[k, k])
+        q = np.empty(4)
+        q[0] = (r[k, j] - r[j, k]) / s
+        q[1 + i] = 0.25 * s
+        q[1 + j] = (r[j, i] + r[i, j]) / s
+        q[1 + k] = (r[k, i] + r[i, k]) / s
+    q = np.asarray(q, dtype=np.float64)
+    q /= np.linalg.norm(q)
+    return q if q[0] >= 0 else -q
+
+
+def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # [..., 4] x [..., 4] -> [..., 4]
+    """Hamilton product ``a (x) b`` of (w, x, y, z) quaternions (broadcasting)."""
+    aw, ax, ay, az = np.moveaxis(np.asarray(a, np.float64), -1, 0)
+    bw, bx, by, bz = np.moveaxis(np.asarray(b, np.float64), -1, 0)
+    return np.stack([
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    ], axis=-1)
+
+
+def sh_basis(dirs: np.ndarray, degree: int) -> np.ndarray:  # [P, 3] -> [P, (deg+1)^2 - 1]
+    """Real SH basis values of bands 1..degree (3DGS ordering and signs) at unit ``dirs``."""
+    x, y, z = dirs[:, 0], dirs[:, 1], dirs[:, 2]
+    cols = []
+    if degree >= 1:
+        cols += [-SH_C1 * y, SH_C1 * z, -SH_C1 * x]
+    if degree >= 2:
+        xx, yy, zz = x * x, y * y, z * z
+        cols += [SH_C2[0] * x * y, SH_C2[1] * y * z, SH_C2[2] * (2 * zz - xx - yy),
+                 SH_C2[3] * x * z, SH_C2[4] * (xx - yy)]
+    if degree >= 3:
+        cols += [SH_C3[0] * y * (3 * xx - yy), SH_C3[1] * x * y * z,
+                 SH_C3[2] * y * (4 * zz - xx - yy), SH_C3[3] * z * (2 * zz - 3 * xx - 3 * yy),
+                 SH_C3[4] * x * (4 * zz - xx - yy), SH_C3[5] * z * (xx - yy),
+                 SH_C3[6] * x * (xx - 3 * yy)]
+    return np.stack(cols, axis=1) if cols else np.zeros((len(dirs), 0))
+
+
+def _fibonacci_sphere(count: int) -> np.ndarray:  # [count, 3], deterministic
+    i = np.arange(count) + 0.5
+    z = 1.0 - 2.0 * i / count
+    phi = np.pi * (1.0 + 5.0**0.5) * i
+    r = np.sqrt(1.0 - z * z)
+    return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
+
+
+def sh_rotation_matrices(rotation: np.ndarray, degree: int) -> list[np.ndarray]:
+    """Per band l = 1..degree, the [2l+1, 2l+1] matrix M with ``c_new = M @ c_old``.
+
+    Solved exactly (to float64 round-off) by least squares on 64 directions:
+    ``Y_l(R^T d) = Y_l(d) @ M`` holds for every d because each band is closed
+    under rotation.
+    """
+    dirs = _fibonacci_sphere(64)
+    before = sh_basis(dirs, degree)
+    after = sh_basis(dirs @ np.asarray(rotation, np.float64), degree)  # rows: R^T d
+    out, start = [], 0
+    for band in range(1, degree + 1):
+        width = 2 * band + 1
+        cols = slice(start, start + width)
+        solution, *_ = np.linalg.lstsq(before[:, cols], after[:, cols], rcond=None)
+        out.append(solution)
+        start += width
+    return out
+
+
+def rotate_sh_rest(sh_rest: np.ndarray, rotation: np.ndarray) -> np.ndarray:  # [N, K, 3]
+    """Rotate higher-band SH coefficients [N, K, 3] by ``rotation`` (float32 out)."""
+    k = sh_rest.shape[1]
+    if k == 0:
+        return sh_rest
+    degree = {3: 1, 8: 2, 15: 3}[k]
+    out = np.empty_like(sh_rest, dtype=np.float32)
+    start = 0
+    for matrix in sh_rotation_matrices(rotation, degree):
+        width = matrix.shape[0]
+        band = sh_rest[:, start:start + width, :].astype(np.float64)
+        out[:, start:start + width, :] = np.einsum("ij,njc->nic", matrix, band)
+        start += width
+    return out
+
+
+def transform_splats(splats: GaussianSplats, transform: Similarity | np.ndarray) -> GaussianSplats:
+    """Apply a similarity transform to Gaussians (means, quats, log-scales, SH rest).
+
+    Args:
+        splats: Gaussians in the source frame.
+        transform: A :class:`Similarity` or a 4x4 matrix.
+
+    Returns:
+        The Gaussians in the target frame; the same object for the identity.
+    """
+    sim = transform if isinstance(transform, Similarity) else Similarity.from_matrix(transform)
+    if sim.is_identity():
+        return splats
+    q_rot = quat_from_matrix(sim.rotation)
+    return splats.replace(
+        means=sim.apply_points(splats.means).astype(np.float32),
+        quats=quat_multiply(q_rot, splats.quats).astype(np.float32),
+        log_scales=(splats.log_scales.astype(np.float64) + np.log(sim.scale)).astype(np.float32),
+        sh_rest=rotate_sh_rest(splats.sh_rest, sim.rotation),
+    )
