@@ -1,0 +1,129 @@
+"""Input validation and image-folder reading shared by every scorer.
+
+Scorers take images as numpy arrays ``[N, H, W, 3]`` (or one ``[H, W, 3]``),
+either ``uint8`` (divided by 255) or floating point already in ``[0, 1]``.
+Anything else is refused with a message that says how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from bench.errors import BenchError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+
+
+def as_image_batch(images: np.ndarray, *, name: str = "images") -> np.ndarray:
+    """Validate and convert images to float64 ``[N, H, W, 3]`` in ``[0, 1]``.
+
+    Args:
+        images: ``[N, H, W, 3]`` or ``[H, W, 3]``; uint8 (0..255) or float in [0, 1].
+        name: How to call the argument in error messages.
+
+    Returns:
+        A float64 array ``[N, H, W, 3]``.
+
+    Raises:
+        BenchError: on a wrong shape, dtype, non-finite values or values outside [0, 1].
+    """
+    arr = np.asarray(images)
+    if arr.ndim == 3:
+        arr = arr[None]
+    if arr.ndim != 4 or arr.shape[-1] != 3:
+        raise BenchError(
+            f"{name} must have shape [N, H, W, 3] or [H, W, 3] (RGB, channels last), got "
+            f"{tuple(np.shape(images))}; drop alpha / convert grayscale to RGB first"
+        )
+    if arr.shape[0] == 0:
+        raise BenchError(f"{name} is empty (0 images); pass at least one image")
+    if arr.dtype == np.uint8:
+        return arr.astype(np.float64) / 255.0
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise BenchError(
+            f"{name} has dtype {arr.dtype}; pass uint8 (0..255) or float images in [0, 1]"
+        )
+    arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        raise BenchError(f"{name} contains NaN or inf; fix the renderer output before scoring")
+    lo, hi = float(arr.min()), float(arr.max())
+    if lo < 0.0 or hi > 1.0:
+        raise BenchError(
+            f"{name} values span [{lo:.4g}, {hi:.4g}] but must lie in [0, 1]; "
+            "divide 8-bit images by 255 or clip the render"
+        )
+    return arr
+
+
+def check_pair(pred: np.ndarray, ref: np.ndarray) -> None:
+    """Refuse prediction/reference batches whose shapes differ."""
+    if pred.shape != ref.shape:
+        raise BenchError(
+            f"prediction shape {tuple(pred.shape)} != reference shape {tuple(ref.shape)}; "
+            "full-reference scores need aligned images of the same size and count"
+        )
+
+
+def quantize_8bit(images: np.ndarray) -> np.ndarray:
+    """Round ``[0, 1]`` floats to uint8 exactly as saving a PNG would (round half to even)."""
+    return np.clip(np.rint(np.asarray(images, dtype=np.float64) * 255.0), 0, 255).astype(np.uint8)
+
+
+def _natural_key(name: str) -> list[object]:
+    return [int(tok) if tok.isdigit() else tok.lower() for tok in re.split(r"(\d+)", name)]
+
+
+def list_images(folder: str | os.PathLike) -> list[Path]:
+    """Image files directly inside ``folder``, in natural order (frame_2 before frame_10).
+
+    Raises:
+        BenchError: if the folder does not exist or holds no image file.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BenchError(f"image folder {folder} does not exist or is not a directory")
+    files = [p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
+    if not files:
+        raise BenchError(
+            f"image folder {folder} contains no images ({', '.join(IMAGE_SUFFIXES)}); "
+            "point it at the folder that holds the frames"
+        )
+    return sorted(files, key=lambda p: _natural_key(p.name))
+
+
+def read_image(path: str | os.PathLike) -> np.ndarray:
+    """Read one image as uint8 RGB ``[H, W, 3]`` (gray is replicated, alpha is dropped)."""
+    import imageio.v3 as iio
+
+    img = np.asarray(iio.imread(path))
+    if img.ndim == 2:
+        img = np.repeat(img[..., None], 3, axis=-1)
+    if img.ndim != 3 or img.shape[-1] not in (3, 4):
+        raise BenchError(f"{path}: unsupported image layout {img.shape}; expected RGB or RGBA")
+    if img.dtype != np.uint8:
+        raise BenchError(f"{path}: {img.dtype} images are not supported; save frames as 8-bit")
+    return np.ascontiguousarray(img[..., :3])
+
+
+def read_folder(folder: str | os.PathLike) -> tuple[list[str], np.ndarray]:
+    """Read every image of a folder into one uint8 batch.
+
+    Returns:
+        (file names in natural order, uint8 array ``[N, H, W, 3]``).
+
+    Raises:
+        BenchError: on an empty folder or images of different sizes.
+    """
+    paths = list_images(folder)
+    images = [read_image(p) for p in paths]
+    sizes = {im.shape for im in images}
+    if len(sizes) > 1:
+        shown = ", ".join(f"{w}x{h}" for h, w, _ in sorted(sizes)[:4])
+        raise BenchError(
+            f"images in {folder} have different sizes ({shown}); resize them to one size first"
+        )
+    return [p.name for p in paths], np.stack(images)
