@@ -1,0 +1,19 @@
+"""Deterministic background editors (hole, floaters, warp) and their registry.
+
+Imports numpy and ``bench.scene`` only (no torch, mujoco or warp)::
+
+    from perturbations import PERTURBATIONS, apply_perturbation
+    result = apply_perturbation(bundle, "hole-54", seed=0)
+"""
+
+from perturbations.apply import PerturbResult, apply_perturbation
+from perturbations.base import EditStats
+from perturbations.floaters import FloaterParams, floaters
+from perturbations.hole import HoleParams, hole
+from perturbations.registry import PERTURBATIONS, make_params, preset_names, tool_id
+from perturbations.warp import WarpParams, warp
+
+__all__ = [
+    "PERTURBATIONS", "EditStats", "FloaterParams", "HoleParams", "PerturbResult", "WarpParams",
+    "apply_perturbation", "floaters", "hole", "make_params", "preset_names", "tool_id", "warp",
+]

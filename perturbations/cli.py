@@ -1,0 +1,157 @@
+"""``bench perturb``: apply a background editor (or a study preset) to a scene bundle.
+
+Writes a complete scene bundle in ``--out`` (background.ply, scene.json, copied
+cameras/ and objects/) plus ``manifest.json`` (editor id + version, resolved
+parameters, seed, input/output sha256, counts removed/added/moved, bench
+version). Nothing is written on failure. Only the standard library is imported
+at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+EDITOR_PARAMS = {  # CLI dest -> (editor, dataclass field)
+    "angle": ("hole", "half_angle_deg"),
+    "apex": ("hole", "apex"),
+    "band": ("floaters", "band"),
+    "band_range": ("floaters", "band"),
+    "clusters": ("floaters", "num_clusters"),
+    "per_cluster": ("floaters", "per_cluster"),
+    "clearance": ("floaters", "clearance"),
+    "cluster_std": ("floaters", "cluster_std"),
+    "floater_scale": ("floaters", "scale"),
+    "scale_log_std": ("floaters", "scale_log_std"),
+    "opacity": ("floaters", "opacity"),
+    "opacity_logit_std": ("floaters", "opacity_logit_std"),
+    "neighbours": ("floaters", "neighbours"),
+    "domes": ("warp", "num_domes"),
+    "dome_height": ("warp", "height_range"),
+    "dome_radius": ("warp", "radius_range"),
+    "margin": (("hole", "warp"), "margin"),
+    "slab": (("hole", "warp"), "slab"),
+}
+PRESET_CHOICES = ("hole-54", "hole-90", "floaters-low", "floaters-mid", "floaters-high", "warp")
+BAND_CHOICES = ("low", "mid", "high")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench perturb``."""
+    p = subparsers.add_parser(
+        "perturb",
+        help="inject a deterministic artifact (hole, floaters, warp) into a scene bundle",
+        description="Apply one background editor to a scene bundle and write the edited bundle "
+        "plus manifest.json. World frame: metres, +z up, table top at table.height. "
+        "Same input, parameters and seed give a byte-identical background.ply.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--kind", choices=("hole", "floaters", "warp"),
+                       help="editor to apply (defaults: YUBI-Real2Sim values)")
+    which.add_argument("--preset", choices=PRESET_CHOICES,
+                       help="a study condition: editor + fixed parameters")
+    p.add_argument("--scene", required=True, help="input scene bundle directory (scene.json)")
+    p.add_argument("--out", required=True, help="output bundle directory (must not exist)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the numpy Generator (floaters, warp; hole draws nothing)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--drop-nonfinite", action="store_true",
+                   help="drop Gaussians with NaN/Inf values instead of failing")
+    hole = p.add_argument_group("hole (--kind hole)")
+    hole.add_argument("--angle", type=float, default=None,
+                      help="cone half-angle from vertical, degrees in (0, 90] [default 54]")
+    hole.add_argument("--apex", type=float, nargs=3, metavar=("X", "Y", "Z"), default=None,
+                      help="cone apex, metres (world) [default: table centre at table height]")
+    shared = p.add_argument_group("hole and warp")
+    shared.add_argument("--margin", type=float, default=None,
+                        help="table footprint expansion, metres [default 0.04]")
+    shared.add_argument("--slab", type=float, default=None,
+                        help="half-thickness of the band about the table top, metres "
+                        "[default 0.06]")
+    fl = p.add_argument_group("floaters (--kind floaters)")
+    fl.add_argument("--band", choices=BAND_CHOICES, default=None,
+                    help="height band above the table: low 0.05-0.15 m, mid 0.15-0.25 m, "
+                    "high 0.25-0.35 m [default low]")
+    fl.add_argument("--band-range", type=float, nargs=2, metavar=("LOW", "HIGH"), default=None,
+                    help="custom height band of cluster centres above the table, metres")
+    fl.add_argument("--clusters", type=int, default=None, help="number of clusters [default 8]")
+    fl.add_argument("--per-cluster", type=int, default=None,
+                    help="Gaussians per cluster [default 4]")
+    fl.add_argument("--clearance", type=float, default=None,
+                    help="min distance of a cluster centre from table top and keepout boxes, "
+                    "metres [default 0.01]")
+    fl.add_argument("--cluster-std", type=float, default=None,
+                    help="std of member positions about the centre, metres [default 0.018]")
+    fl.add_argument("--floater-scale", type=float, default=None,
+                    help="median Gaussian scale (std), metres [default 0.0316]")
+    fl.add_argument("--scale-log-std", type=float, default=None,
+                    help="std of the natural-log scale, dimensionless [default 0.1]")
+    fl.add_argument("--opacity", type=float, default=None,
+                    help="median opacity in (0, 1) [default 0.99]")
+    fl.add_argument("--opacity-logit-std", type=float, default=None,
+                    help="std of the opacity logit, dimensionless [default 0.1]")
+    fl.add_argument("--neighbours", type=int, default=None,
+                    help="nearest background Gaussians averaged for the colour [default 8]")
+    wp = p.add_argument_group("warp (--kind warp)")
+    wp.add_argument("--domes", type=int, default=None, help="number of domes [default 30]")
+    wp.add_argument("--dome-height", type=float, nargs=2, metavar=("LOW", "HIGH"), default=None,
+                    help="dome height range, metres [default 0.010 0.030]")
+    wp.add_argument("--dome-radius", type=float, nargs=2, metavar=("LOW", "HIGH"), default=None,
+                    help="dome radius range, metres [default 0.030 0.060]")
+    p.set_defaults(func=run_perturb)
+
+
+def collect_overrides(args: argparse.Namespace, kind: str) -> dict:
+    """Editor parameter overrides given on the command line; rejects other editors' flags."""
+    from bench.errors import BenchError
+
+    overrides = {}
+    if args.band is not None and args.band_range is not None:
+        raise BenchError("pass either --band or --band-range, not both")
+    for dest, (editors, field) in EDITOR_PARAMS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        editors = editors if isinstance(editors, tuple) else (editors,)
+        flag = "--" + dest.replace("_", "-")
+        if kind not in editors:
+            raise BenchError(f"{flag} applies to {' and '.join(editors)}, not {kind}; remove it")
+        if dest == "band":
+            from perturbations.floaters import BANDS
+
+            value = BANDS[value]
+        overrides[field] = tuple(value) if isinstance(value, list) else value
+    return overrides
+
+
+def run_perturb(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bench.errors import BenchError
+    from bench.scene.bundle import load_scene
+    from perturbations.apply import apply_perturbation, save_perturbed
+    from perturbations.registry import PERTURBATIONS, make_params
+
+    name = args.preset or args.kind
+    kind = PERTURBATIONS.entry(name).meta["kind"]
+    overrides = collect_overrides(args, kind)
+    make_params(name, **overrides)  # validate parameters before reading anything big
+    out, scene_dir = Path(args.out), Path(args.scene)
+    if out.exists() and not args.overwrite:
+        raise BenchError(f"output directory {out} exists; pass --overwrite or choose another --out")
+    if out.resolve() == scene_dir.resolve():
+        raise BenchError("--out must differ from --scene (the input would be replaced)")
+    started = time.perf_counter()
+    bundle = load_scene(scene_dir, drop_nonfinite=args.drop_nonfinite)
+    _progress(f"loaded {scene_dir} ({len(bundle.background):,} Gaussians)", started)
+    result = apply_perturbation(bundle, name, seed=args.seed, **overrides)
+    _progress(f"{result.tool} ({name}): {result.stats.counts()}", started)
+    save_perturbed(result, out, overwrite=args.overwrite)
+    _progress(f"wrote {out} ({len(result.bundle.background):,} Gaussians)", started)
+    return 0
+
+
+def _progress(message: str, started: float) -> None:
+    print(f"[bench perturb {time.perf_counter() - started:6.1f}s] {message}", file=sys.stderr)
