@@ -1,0 +1,213 @@
+"""``bench score``: image-quality scores of a scene variant on a view protocol, or of image folders.
+
+Forms::
+
+    bench score --scene SCENE_DIR --views test --gt CAPTURED_DIR --out scores.csv
+    bench score --scene SCENE_DIR --views obs-probe [--clean CLEAN_SCENE_DIR] --out scores.csv
+    bench score --views obs-policy --frames FRAMES_DIR --out scores.csv
+    bench score --pred RENDERS_DIR --gt CAPTURED_DIR --out scores.csv
+
+Writes ``scores.csv`` (long format: scene, variant, view_protocol, metric, frame,
+value), ``scores.summary.csv`` (frame means, oriented values and, with
+``--clean``, the paired dQ) and ``scores.manifest.json``. Only the standard
+library is imported at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULT_METRICS = {
+    "test": "psnr,ssim,lpips,nvs-sqa",
+    "obs-probe": "nvs-sqa",
+    "obs-policy": "nvs-sqa",
+    "images": "psnr,ssim,lpips",
+}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench score``."""
+    p = subparsers.add_parser(
+        "score",
+        help="score a scene variant (or image folders) with PSNR/SSIM/LPIPS/NVS-SQA/pyiqa",
+        description="Image-quality scores on Test, OBS-Probe or OBS-Policy views, or on two "
+        "image folders (--pred/--gt). Writes a long-format CSV, a summary CSV and a manifest.",
+    )
+    p.add_argument("--scene", type=Path, help="scene bundle directory (the variant to score)")
+    p.add_argument("--views", choices=("test", "obs-probe", "obs-policy"),
+                   help="view protocol (required with --scene or --frames)")
+    p.add_argument("--gt", type=Path,
+                   help="folder of captured/reference images (8-bit PNG/JPG), aligned with the "
+                   "test cameras by camera name or order, or with --pred by file name")
+    p.add_argument("--pred", type=Path, help="folder of rendered images to score against --gt")
+    p.add_argument("--frames", type=Path, help="obs-policy: folder of recorded frames (in order)")
+    p.add_argument("--clean", type=Path,
+                   help="clean scene bundle: also score it on the same views and report "
+                   "dQ = Q_variant - Q_clean in the summary")
+    p.add_argument("--variant", help="variant label for the CSV (default: scene name)")
+    p.add_argument("--metrics",
+                   help="comma-separated scorers: psnr, ssim, lpips, nvs-sqa, pyiqa:<name> "
+                   f"(defaults: {'; '.join(f'{k}: {v}' for k, v in DEFAULT_METRICS.items())})")
+    p.add_argument("--out", type=Path, required=True,
+                   help="long-format CSV path; SUMMARY (.summary.csv) and manifest "
+                   "(.manifest.json) are written next to it")
+    p.add_argument("--device", default="auto", choices=("cpu", "cuda", "auto"),
+                   help="torch device for the scorers (auto = cuda when available)")
+    p.add_argument("--backend", default="auto",
+                   help="rasterizer backend for rendering views (auto, cpu, gsplat, reference)")
+    p.add_argument("--background", default="0,0,0",
+                   help="render background colour R,G,B in [0, 1] (default 0,0,0)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars (stderr)")
+    p.set_defaults(func=run)
+
+
+def _parse_background(text: str) -> tuple[float, float, float]:
+    from bench.errors import BenchError
+
+    try:
+        rgb = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        rgb = ()
+    if len(rgb) != 3 or not all(0.0 <= v <= 1.0 for v in rgb):
+        raise BenchError(f"--background {text!r} must be three numbers in [0, 1], e.g. 1,1,1")
+    return rgb  # type: ignore[return-value]
+
+
+def _check_args(args: argparse.Namespace) -> str:
+    """Validate the argument combination; return the view protocol."""
+    from bench.errors import BenchError
+
+    if args.pred is not None:
+        if args.scene is not None or args.views is not None or args.frames is not None:
+            raise BenchError("--pred DIR scores image folders; do not combine it with "
+                             "--scene/--views/--frames")
+        return "images"
+    if args.views is None:
+        raise BenchError("pass --views test|obs-probe|obs-policy (with --scene or --frames), "
+                         "or --pred DIR --gt DIR for image folders")
+    if args.views == "obs-policy":
+        if args.frames is None:
+            raise BenchError("--views obs-policy reads recorded frames: pass --frames DIR")
+        if args.gt is not None or args.clean is not None:
+            raise BenchError("obs-policy views are no-reference: drop --gt/--clean")
+        return "obs-policy"
+    if args.scene is None:
+        raise BenchError(f"--views {args.views} renders a scene: pass --scene SCENE_DIR")
+    if args.views == "test" and args.gt is None:
+        raise BenchError("--views test needs the captured images of the test cameras: --gt DIR")
+    if args.views == "obs-probe" and args.gt is not None:
+        raise BenchError("obs-probe views are no-reference: drop --gt")
+    return args.views
+
+
+def _outputs(out: Path) -> tuple[Path, Path, Path]:
+    stem = out.name[: -len(".csv")] if out.name.endswith(".csv") else out.name
+    return out, out.with_name(f"{stem}.summary.csv"), out.with_name(f"{stem}.manifest.json")
+
+
+def _csv_bytes(header, rows) -> bytes:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([repr(v) if isinstance(v, float) else v for v in row])
+    return buf.getvalue().encode("utf-8")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``bench score``."""
+    import dataclasses
+
+    from bench.errors import BenchError
+    from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest
+    from metrics import views as V
+    from metrics.registry import get_scorer, scorer_info
+
+    protocol = _check_args(args)
+    out_csv, out_summary, out_manifest = _outputs(args.out)
+    existing = [p for p in (out_csv, out_summary, out_manifest) if p.exists()]
+    if existing and not args.overwrite:
+        raise BenchError(f"{existing[0]} exists; pass --overwrite or choose another --out")
+    names = [m.strip() for m in (args.metrics or DEFAULT_METRICS[protocol]).split(",") if m.strip()]
+    if not names or len(set(names)) != len(names):
+        raise BenchError(f"--metrics {args.metrics!r} must list distinct scorer names")
+    infos = [scorer_info(n) for n in names]  # unknown names fail here, before any work
+    if protocol in ("obs-probe", "obs-policy"):
+        fr = [i.name for i in infos if i.mode == "FR"]
+        if fr:
+            raise BenchError(f"{protocol} views are no-reference; drop {', '.join(fr)} "
+                             "(use nvs-sqa or a pyiqa NR metric)")
+    background = _parse_background(args.background)
+    progress = not args.no_progress
+
+    clean_views = None
+    if protocol == "images":
+        views = V.folder_views(args.pred, protocol="images", gt_dir=args.gt,
+                               variant=args.variant or "")
+    elif protocol == "obs-policy":
+        views = V.folder_views(args.frames, protocol="obs-policy",
+                               scene=args.scene.name if args.scene else "",
+                               variant=args.variant or "")
+    else:
+        from bench.scene.bundle import load_scene
+
+        bundle = load_scene(args.scene)
+        clean = load_scene(args.clean) if args.clean is not None else None
+        role = V.CAMERA_ROLES[protocol]
+        # the clean scene's cameras define the views when pairing, so both see the same frames
+        cams = V.scene_cameras(clean if clean is not None else bundle, role)
+        common = dict(cameras=cams, backend=args.backend, background=background,
+                      progress=progress)
+        if protocol == "test":
+            views = V.test_views(bundle, args.gt, variant=args.variant, **common)
+            if clean is not None:
+                clean_views = V.test_views(clean, args.gt, variant="clean", **common)
+        else:
+            views = V.obs_probe_views(bundle, variant=args.variant, **common)
+            if clean is not None:
+                clean_views = V.obs_probe_views(clean, variant="clean", **common)
+    V.validate_views_for_scoring(views)
+
+    scorers = [get_scorer(n, device=args.device) for n in names]
+    rows = V.score_views(views, scorers, progress=progress)
+    summary = V.summarize(rows, n_frames=len(views.frames))
+    if clean_views is not None:
+        clean_rows = V.score_views(clean_views, scorers, progress=progress)
+        summary = V.attach_delta(summary, V.paired_delta(rows, clean_rows))
+        rows = clean_rows + rows
+
+    atomic_write_bytes(out_csv, _csv_bytes(
+        V.LONG_COLUMNS, [dataclasses.astuple(r) for r in rows]))
+    summary_fields = [f.name for f in dataclasses.fields(V.SummaryRow)]
+    atomic_write_bytes(out_summary, _csv_bytes(
+        summary_fields, [dataclasses.astuple(r) for r in summary]))
+    inputs = {}
+    if args.scene is not None and (args.scene / "background.ply").is_file():
+        inputs["scene_background"] = args.scene / "background.ply"
+    if args.clean is not None and (args.clean / "background.ply").is_file():
+        inputs["clean_background"] = args.clean / "background.ply"
+    extra = {"scorers": {i.name: dataclasses.asdict(i) for i in infos}}
+    lpips_scorer = next((s for s in scorers if s.info.name == "lpips"), None)
+    if lpips_scorer is not None:
+        extra["lpips_backbone_weights"] = lpips_scorer.weights_source
+    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+              if k not in ("func",)}
+    params["metrics"] = names
+    params["view_protocol"] = protocol
+    manifest = make_manifest(
+        tool="score/1", params=params, seed=None, inputs=inputs,
+        outputs={"scores": out_csv, "summary": out_summary},
+        counts={"frames": len(views.frames), "rows": len(rows), "metrics": len(names)},
+        extra=extra,
+    )
+    atomic_write_json(out_manifest, manifest)
+    for row in summary:
+        delta = "" if row.delta != row.delta else f"  dQ {row.delta:+.4f}"
+        print(f"{row.variant} {row.view_protocol} {row.metric}: {row.mean:.4f} "
+              f"({row.n_frames} frames){delta}")
+    return 0
