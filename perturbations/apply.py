@@ -114,7 +114,7 @@ def perturb_manifest(result: PerturbResult, outputs: dict[str, Path]) -> dict[st
         tool=result.tool, params=result.params, seed=result.seed, inputs=inputs,
         outputs=outputs, counts=result.stats.counts(),
         extra={"entry": result.name, "details": result.stats.details,
-               "input_scene": str(source) if source is not None else None},
+               "scene_name": result.bundle.name},
     )
 
 
