@@ -1,0 +1,207 @@
+"""``bench train`` and ``bench coverage plan``: retrain a background, plan coverage ablations.
+
+Only the standard library is imported at module level; numpy/torch load in the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench train`` and ``bench coverage plan`` on the top-level subparsers."""
+    _add_train(subparsers)
+    _add_coverage(subparsers)
+
+
+# --------------------------------------------------------------------------- bench train
+def _add_train(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="train a 3DGS background from a capture manifest (gsplat on CUDA, torch on CPU)",
+        description="Train 3D Gaussians on the training views of a capture manifest, optionally "
+        "restricted by a coverage plan, and write a scene bundle (background.ply + scene.json), "
+        "a training log with held-out PSNR, the resolved config and a provenance manifest.",
+    )
+    p.add_argument("--manifest", required=True, type=Path,
+                   help="capture manifest (capture.json) with training and held-out test views")
+    p.add_argument("--plan", type=Path, default=None,
+                   help="coverage plan JSON from `bench coverage plan` (default: all views)")
+    p.add_argument("--out", required=True, type=Path, help="output scene bundle directory")
+    p.add_argument("--iters", type=int, default=30_000,
+                   help="optimisation steps (default 30000, the paper's count)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--init", type=Path, default=None,
+                   help="seed PLY: point cloud (x y z [red green blue]) or a 3DGS PLY; "
+                   "default: gsplat's random init")
+    p.add_argument("--scene", type=Path, default=None,
+                   help="existing scene bundle whose registration (world_from_splat), table, "
+                   "keepouts and cameras are carried over to the output")
+    p.add_argument("--name", default=None, help="scene name (default: the --out folder name)")
+    p.add_argument("--backend", choices=("auto", "cpu", "gsplat"), default="auto",
+                   help="auto = gsplat when CUDA is available, else the CPU torch trainer")
+    p.add_argument("--sh-degree", type=int, default=3, help="maximum SH degree 0-3 (default 3)")
+    p.add_argument("--eval-every", type=int, default=100,
+                   help="steps between held-out evaluations in the log (default 100)")
+    p.add_argument("--no-densify", action="store_true",
+                   help="keep the number of Gaussians fixed (no grow / prune / opacity reset)")
+    p.add_argument("--max-gaussians", type=int, default=200_000,
+                   help="CPU backend: stop growing at this many Gaussians (default 200000)")
+    p.add_argument("--random-init-points", type=int, default=10_000,
+                   help="points of the random init used without --init (default 10000)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; fix it for bit-exact reruns)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run_train)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from bench.errors import BenchError
+    from bench.recon.capture import CaptureManifest
+    from bench.recon.train import TrainConfig, load_seed, train
+    from perturbations.coverage import CoveragePlan
+
+    config = TrainConfig(
+        iters=args.iters, seed=args.seed, backend=args.backend, sh_degree=args.sh_degree,
+        eval_every=args.eval_every, densify=not args.no_densify,
+        max_gaussians=args.max_gaussians, random_init_points=args.random_init_points,
+        threads=args.threads,
+    )
+    config.validate()
+    if args.max_gaussians < 1 or args.random_init_points < 2:
+        raise BenchError("--max-gaussians must be >= 1 and --random-init-points >= 2")
+    if args.out.exists() and not args.overwrite:
+        raise BenchError(f"output directory {args.out} exists; pass --overwrite or choose "
+                         "another --out")
+    manifest = CaptureManifest.load(args.manifest)
+    plan = CoveragePlan.load(args.plan) if args.plan is not None else None
+    if plan is not None:
+        plan.check_against(manifest.frame_ids, source=f"coverage plan {args.plan}")
+    reference = None
+    if args.scene is not None:
+        from bench.scene.bundle import load_scene
+
+        reference = load_scene(args.scene)
+    init = load_seed(args.init, config=config) if args.init is not None else None
+    result = train(manifest, config=config, plan=plan, init=init, show_progress=not args.quiet)
+    _write_outputs(args, config, manifest, plan, reference, result)
+    last = result.log[-1]
+    psnr = "n/a" if last["test_psnr"] is None else f"{last['test_psnr']:.2f} dB"
+    print(f"trained {len(result.train_view_ids)} views, {last['num_gaussians']} Gaussians, "
+          f"held-out PSNR {psnr} -> {args.out}")
+    return 0
+
+
+def _write_outputs(args, config, manifest, plan, reference, result) -> None:
+    import csv
+    import io
+
+    from bench.provenance import (
+        atomic_write_bytes,
+        atomic_write_json,
+        make_manifest,
+        staged_output_dir,
+    )
+    from bench.recon.train import config_dict
+    from bench.scene.bundle import SceneBundle, write_scene_files
+    from bench.scene.transforms import Similarity, transform_splats
+
+    if reference is not None:
+        world = transform_splats(result.splats, Similarity.from_matrix(reference.world_from_splat))
+        bundle = reference.with_background(world, splat=result.splats)
+        if args.name:
+            bundle = bundle.replace(name=args.name)
+    else:
+        bundle = SceneBundle(name=args.name or args.out.name, background=result.splats)
+        bundle = bundle.with_background(result.splats, splat=result.splats)
+    with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+        written = write_scene_files(bundle, tmp)
+        columns = ["step", "train_loss", "test_l1", "test_psnr", "num_gaussians"]
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(columns)
+        for row in result.log:
+            writer.writerow(["" if row[c] is None else repr(row[c]) for c in columns])
+        atomic_write_bytes(tmp / "train_log.csv", text.getvalue().encode())
+        atomic_write_json(tmp / "train_log.json", result.log)
+        resolved = dict(config_dict(config), backend_used=result.backend,
+                        scene_scale=result.scene_scale)
+        atomic_write_json(tmp / "train_config.json", resolved)
+        inputs = {"capture_manifest": args.manifest}
+        if args.plan is not None:
+            inputs["coverage_plan"] = args.plan
+        if args.init is not None:
+            inputs["init"] = args.init
+        if reference is not None:
+            inputs["reference_scene"] = reference.root / "scene.json"
+        outputs = {"background": written["background"], "scene": written["scene"],
+                   "train_log": tmp / "train_log.csv", "train_config": tmp / "train_config.json"}
+        provenance = make_manifest(
+            tool="train/1",
+            params=resolved,
+            seed=config.seed,
+            inputs=inputs,
+            outputs=outputs,
+            counts={
+                "train_views": len(result.train_view_ids),
+                "test_views": len(manifest.test_views),
+                "gaussians_initial": result.initial_gaussians,
+                "gaussians_final": len(result.splats),
+                "iterations": config.iters,
+            },
+            extra={
+                "coverage_mode": None if plan is None else plan.mode,
+                "train_view_ids": result.train_view_ids,
+                "test_view_ids": [v.id for v in manifest.test_views],
+                "final_test_psnr": result.log[-1]["test_psnr"],
+            },
+        )
+        atomic_write_json(tmp / "train_manifest.json", provenance)
+
+
+# --------------------------------------------------------------------------- bench coverage
+def _add_coverage(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "coverage",
+        help="coverage-ablation plans: which capture frames a retraining keeps",
+        description="Coverage ablations of the YUBI study: full, central-pinhole, contiguous, "
+        "random. n_remove = round_half_up(fraction * N) (half-way cases round up, unlike "
+        "Python's round()).",
+    )
+    inner = p.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+    plan = inner.add_parser("plan", help="write a coverage plan JSON for a capture manifest",
+                            description="Write a deterministic coverage plan (kept / removed "
+                            "frame ids in time order, with a provenance manifest).")
+    plan.add_argument("--manifest", required=True, type=Path,
+                      help="capture manifest (capture.json)")
+    plan.add_argument("--mode", required=True,
+                      help="plan: full | central-pinhole | contiguous | random")
+    plan.add_argument("--fraction", type=float, default=0.3,
+                      help="fraction of frames removed by contiguous/random, in [0, 1) "
+                      "(default 0.3)")
+    plan.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
+    plan.add_argument("--out", required=True, type=Path, help="output plan JSON file")
+    plan.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    plan.set_defaults(func=_run_coverage_plan)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _run_coverage_plan(args: argparse.Namespace) -> int:
+    from bench.errors import BenchError
+    from bench.provenance import atomic_write_json, sha256_file
+    from bench.recon.capture import CaptureManifest
+    from perturbations.coverage import make_plan
+
+    if args.out.exists() and not args.overwrite:
+        raise BenchError(f"{args.out} exists; pass --overwrite or choose another --out")
+    manifest = CaptureManifest.load(args.manifest)
+    plan = make_plan(manifest.frames, args.mode, fraction=args.fraction, seed=args.seed)
+    data = plan.to_dict()
+    data["inputs"] = {"capture_manifest": {"path": args.manifest.name,
+                                           "sha256": sha256_file(args.manifest)}}
+    atomic_write_json(args.out, data)
+    print(f"{plan.mode}: kept {len(plan.kept)} of {len(plan.frames)} frames "
+          f"({plan.views} views) -> {args.out}")
+    return 0

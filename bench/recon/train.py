@@ -1,0 +1,698 @@
+"""3DGS training of a background from a capture manifest (gsplat on CUDA, pure torch on CPU).
+
+What a user of gsplat's ``simple_trainer`` gets here:
+
+- **Loss** ``(1 - ssim_lambda) * L1 + ssim_lambda * (1 - SSIM)`` with ``ssim_lambda = 0.2``
+  (3DGS); SSIM with an 11 x 11 Gaussian window (sigma 1.5) and zero padding, as 3DGS.
+- **Adam** (``eps = 1e-15``), one optimizer per parameter, gsplat's learning rates:
+  means ``1.6e-4 * scene_scale`` decaying exponentially to ``1.6e-6 * scene_scale`` over
+  the run, log-scales ``5e-3``, quaternions ``1e-3``, opacity logits ``5e-2``, SH DC
+  ``2.5e-3``, higher SH ``2.5e-3 / 20``. ``scene_scale`` is 1.1 x the largest distance of a
+  training camera centre from their mean (gsplat's COLMAP parser), 1.0 for a single camera.
+- **SH degree** raised by one every ``sh_degree_interval = 1000`` iterations up to 3.
+- **Initialisation** from a point cloud: a dense seed PLY (``x y z`` + optional
+  ``red green blue``; the paper reuses one OpenMVS seed across coverage conditions) or a
+  3DGS PLY used as is. Points become isotropic Gaussians with the RMS distance to their
+  3 nearest neighbours as scale, opacity 0.1, colour from the point colour (gsplat) and
+  identity rotations (3DGS; gsplat draws random ones). Without a seed, ``random_init_points``
+  points are drawn uniformly in a cube of half-size 3 x scene_scale around the mean camera
+  centre (gsplat's ``init_type="random"``).
+- **Views** visited in a fresh seeded permutation per epoch (batch size 1).
+- **Densification**: on CUDA, ``gsplat.DefaultStrategy`` with its defaults. On CPU,
+  :class:`SimpleDensifier`, a re-implementation of DefaultStrategy's rules: average
+  screen-space gradient (in NDC units: pixel gradient x W/2, H/2) above ``grow_grad2d =
+  2e-4`` -> duplicate when ``max scale <= 0.01 scene_scale``, else split into two samples
+  of the Gaussian with scales / 1.6; prune opacity < 0.005 and, after the first opacity
+  reset, ``max scale > 0.1 scene_scale``; every 3000 steps clamp opacities to 0.01; refine
+  every 100 steps in (500, 15000). Not ported: ``absgrad``, ``revised_opacity``, the 2D
+  screen-size rules (off by default in gsplat), packed mode, and gsplat's opacity reset at
+  step 0. Added: ``max_gaussians`` caps growth on CPU (highest gradients first).
+- **Determinism** on CPU: ``torch.manual_seed``, ``torch.use_deterministic_algorithms``,
+  a fixed thread count and a seeded ``numpy`` generator for the view order, so the same
+  inputs and seed give byte-identical PLY and log files on one machine.
+
+The CPU path renders with :func:`bench.render.torch_raster.rasterize` (a differentiable
+pure-torch tile rasterizer); it is practical for <= 50k Gaussians and <= 128 x 128 images
+(see ``benchmarks/bench_train.py``). Held-out test views are rendered every
+``eval_every`` iterations and their L1 and PSNR logged; they are never trained on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.errors import BenchError
+from bench.recon.capture import CaptureManifest, View
+from bench.scene.gaussians import SH_C0, SH_REST_COUNTS, GaussianSplats
+
+TOOL_ID = "train/1"
+BACKENDS = ("auto", "cpu", "gsplat")
+PARAM_NAMES = ("means", "scales", "quats", "opacities", "sh0", "shN")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Resolved training settings (written as ``train_config.json`` next to the result).
+
+    Attributes:
+        iters: Optimisation steps.
+        seed: Seed of the view order, the random init and the split samples.
+        backend: ``auto`` (gsplat when CUDA is available, else cpu), ``cpu`` or ``gsplat``.
+        ssim_lambda: Weight of ``1 - SSIM`` in the loss (the L1 weight is ``1 - ssim_lambda``).
+        means_lr: Initial learning rate of the means, times scene_scale.
+        means_lr_final: Final learning rate of the means, times scene_scale.
+        scales_lr: Learning rate of the log-scales.
+        quats_lr: Learning rate of the quaternions.
+        opacities_lr: Learning rate of the opacity logits.
+        sh0_lr: Learning rate of the SH DC coefficients.
+        shN_lr: Learning rate of the higher SH coefficients.
+        sh_degree: Maximum SH degree (0-3).
+        sh_degree_interval: Steps between SH degree increases.
+        densify: Grow and prune Gaussians (DefaultStrategy rules).
+        refine_start_iter: First refinement step (exclusive).
+        refine_stop_iter: No refinement from this step on.
+        refine_every: Steps between refinements.
+        reset_every: Steps between opacity resets.
+        grow_grad2d: Average NDC screen-space gradient that triggers growth.
+        grow_scale3d: Max scale (x scene_scale) up to which a Gaussian is duplicated.
+        prune_opa: Opacity below which a Gaussian is pruned.
+        prune_scale3d: Max scale (x scene_scale) above which a Gaussian is pruned.
+        max_gaussians: CPU only: growth stops at this many Gaussians.
+        init_opacity: Opacity of Gaussians made from seed points.
+        init_scale: Factor on the nearest-neighbour scale of seed points.
+        random_init_points: Points of the random init (used without a seed).
+        background: RGB background in [0, 1].
+        eval_every: Steps between held-out evaluations (also at step 0 and at the end).
+        threads: torch CPU threads (None: leave torch's default).
+    """
+
+    iters: int = 30_000
+    seed: int = 0
+    backend: str = "auto"
+    ssim_lambda: float = 0.2
+    means_lr: float = 1.6e-4
+    means_lr_final: float = 1.6e-6
+    scales_lr: float = 5e-3
+    quats_lr: float = 1e-3
+    opacities_lr: float = 5e-2
+    sh0_lr: float = 2.5e-3
+    shN_lr: float = 2.5e-3 / 20  # noqa: N815 - gsplat's parameter name
+    sh_degree: int = 3
+    sh_degree_interval: int = 1000
+    densify: bool = True
+    refine_start_iter: int = 500
+    refine_stop_iter: int = 15_000
+    refine_every: int = 100
+    reset_every: int = 3000
+    grow_grad2d: float = 2e-4
+    grow_scale3d: float = 0.01
+    prune_opa: float = 0.005
+    prune_scale3d: float = 0.1
+    max_gaussians: int = 200_000
+    init_opacity: float = 0.1
+    init_scale: float = 1.0
+    random_init_points: int = 10_000
+    background: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    eval_every: int = 100
+    threads: int | None = None
+
+    def validate(self) -> None:
+        """Raise a BenchError naming the first bad setting and its valid range."""
+        if self.iters < 1:
+            raise BenchError(f"--iters must be >= 1, got {self.iters}")
+        if self.seed < 0:
+            raise BenchError(f"--seed must be >= 0, got {self.seed}")
+        if self.backend not in BACKENDS:
+            raise BenchError(f"backend {self.backend!r} is unknown; use one of {BACKENDS}")
+        if not 0 <= self.sh_degree <= 3:
+            raise BenchError(f"sh_degree must be 0-3, got {self.sh_degree}")
+        if not 0.0 <= self.ssim_lambda <= 1.0:
+            raise BenchError(f"ssim_lambda must be in [0, 1], got {self.ssim_lambda}")
+        if self.eval_every < 1:
+            raise BenchError(f"--eval-every must be >= 1, got {self.eval_every}")
+        if self.threads is not None and self.threads < 1:
+            raise BenchError(f"--threads must be >= 1, got {self.threads}")
+        if len(self.background) != 3 or not all(0.0 <= c <= 1.0 for c in self.background):
+            raise BenchError(f"background must be 3 values in [0, 1], got {self.background}")
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        splats: Trained Gaussians in the capture (splat) frame.
+        log: One dict per evaluation: step, train_loss (mean since the last row),
+            test_l1, test_psnr (means over test views; None without test views),
+            num_gaussians.
+        scene_scale: The scene scale used for the learning rates and densification.
+        backend: The backend that ran (``cpu`` or ``gsplat``).
+        train_view_ids: Ids of the views trained on.
+        initial_gaussians: Gaussians at step 0.
+    """
+
+    splats: GaussianSplats
+    log: list[dict[str, Any]]
+    scene_scale: float
+    backend: str
+    train_view_ids: list[str]
+    initial_gaussians: int
+
+
+# --------------------------------------------------------------------------- images
+def load_image(path: str | os.PathLike) -> np.ndarray:  # -> [H, W, 3] float32 in [0, 1]
+    """Read an image as RGB float32 in [0, 1] (8- or 16-bit; alpha dropped)."""
+    import cv2
+
+    image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if image is None:
+        raise FileNotFoundError(f"cannot read image {path}; check the path and format")
+    scale = 65535.0 if image.dtype == np.uint16 else 255.0
+    if image.ndim == 2:
+        image = np.repeat(image[..., None], 3, axis=2)
+    image = cv2.cvtColor(image[..., :3], cv2.COLOR_BGR2RGB)
+    return (image.astype(np.float32) / scale).clip(0.0, 1.0)
+
+
+def _load_views(manifest: CaptureManifest, views: Sequence[View]) -> np.ndarray:
+    return np.stack([load_image(manifest.root / v.image) for v in views])  # [V, H, W, 3]
+
+
+# --------------------------------------------------------------------------- init
+def scene_scale(views: Sequence[View]) -> float:
+    """1.1 x the largest distance of a camera centre from their mean (gsplat); 1.0 if 0."""
+    centres = np.stack([v.camera.position for v in views])
+    radius = float(np.linalg.norm(centres - centres.mean(axis=0), axis=1).max())
+    return 1.1 * radius if radius > 1e-9 else 1.0
+
+
+def splats_from_points(
+    points: np.ndarray,  # [N, 3]
+    colors: np.ndarray | None = None,  # [N, 3] in [0, 1]
+    *,
+    sh_degree: int = 3,
+    init_opacity: float = 0.1,
+    init_scale: float = 1.0,
+) -> GaussianSplats:
+    """Isotropic Gaussians on seed points (gsplat's init; identity rotations as 3DGS).
+
+    Scale = ``init_scale`` x RMS distance to the 3 nearest other points.
+    """
+    from scipy.spatial import cKDTree
+
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim != 2 or points.shape[1] != 3 or len(points) < 2:
+        raise BenchError(f"the seed must hold at least 2 points of 3 coordinates, got "
+                         f"shape {points.shape}")
+    if not np.isfinite(points).all():
+        raise BenchError("the seed point cloud contains NaN/Inf coordinates; clean it first")
+    n = len(points)
+    k = min(4, n)
+    dist, _ = cKDTree(points).query(points, k=k)
+    rms = np.sqrt((dist[:, 1:] ** 2).mean(axis=1))
+    rms = np.maximum(rms, 1e-7)
+    rgb = np.full((n, 3), 0.5) if colors is None else np.asarray(colors, dtype=np.float64)
+    opacity = float(np.clip(init_opacity, 1e-6, 1 - 1e-6))
+    quats = np.zeros((n, 4), dtype=np.float32)
+    quats[:, 0] = 1.0
+    return GaussianSplats(
+        means=points.astype(np.float32),
+        quats=quats,
+        log_scales=np.repeat(np.log(rms * init_scale)[:, None], 3, axis=1).astype(np.float32),
+        opacity_logits=np.full(n, math.log(opacity / (1 - opacity)), dtype=np.float32),
+        sh_dc=((rgb - 0.5) / SH_C0).astype(np.float32),
+        sh_rest=np.zeros((n, SH_REST_COUNTS[sh_degree], 3), dtype=np.float32),
+    )
+
+
+def load_seed(path: str | os.PathLike, *, config: TrainConfig) -> GaussianSplats:
+    """Read an init: a 3DGS PLY (used as is) or a point-cloud PLY (``x y z [red green blue]``)."""
+    from plyfile import PlyData
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"seed point cloud {path} does not exist; pass a PLY file "
+                                "(a dense seed, e.g. from OpenMVS, or a 3DGS PLY)")
+    try:
+        vertex = PlyData.read(str(path))["vertex"]
+    except Exception as exc:  # plyfile raises several types on malformed files
+        raise BenchError(
+            f"cannot read seed {path} as PLY ({exc}); pass a PLY point cloud"
+        ) from None
+    names = set(vertex.data.dtype.names or ())
+    if {"f_dc_0", "opacity", "scale_0", "rot_0"} <= names:
+        from bench.scene.ply import read_ply
+
+        splats = read_ply(path)
+        return _with_sh_degree(splats, config.sh_degree)
+    if not {"x", "y", "z"} <= names:
+        raise BenchError(f"seed {path} has no x, y, z vertex properties; pass a point cloud PLY")
+    points = np.stack([vertex["x"], vertex["y"], vertex["z"]], axis=1)
+    colors = None
+    if {"red", "green", "blue"} <= names:
+        raw = np.stack([vertex["red"], vertex["green"], vertex["blue"]], axis=1)
+        colors = raw / 255.0 if raw.dtype == np.uint8 else raw.astype(np.float64)
+    return splats_from_points(points, colors, sh_degree=config.sh_degree,
+                              init_opacity=config.init_opacity, init_scale=config.init_scale)
+
+
+def random_seed_splats(views: Sequence[View], *, config: TrainConfig,
+                       scale: float) -> GaussianSplats:
+    """Random init as gsplat's: uniform points in a cube of half-size 3 x scene_scale."""
+    rng = np.random.default_rng(config.seed)
+    centre = np.stack([v.camera.position for v in views]).mean(axis=0)
+    points = centre + 3.0 * scale * (rng.random((config.random_init_points, 3)) * 2.0 - 1.0)
+    colors = rng.random((config.random_init_points, 3))
+    return splats_from_points(points, colors, sh_degree=config.sh_degree,
+                              init_opacity=config.init_opacity, init_scale=config.init_scale)
+
+
+def _with_sh_degree(splats: GaussianSplats, degree: int) -> GaussianSplats:
+    """Pad (zeros) or truncate the SH rest coefficients to ``degree``."""
+    k = SH_REST_COUNTS[degree]
+    rest = splats.sh_rest[:, :k]
+    if rest.shape[1] < k:
+        pad = np.zeros((len(splats), k - rest.shape[1], 3), dtype=np.float32)
+        rest = np.concatenate([rest, pad], axis=1)
+    return splats.replace(sh_rest=np.ascontiguousarray(rest, dtype=np.float32))
+
+
+# --------------------------------------------------------------------------- losses
+def _gaussian_window(size: int = 11, sigma: float = 1.5, *, dtype=None, device=None):
+    import torch
+
+    x = torch.arange(size, dtype=torch.float64) - (size - 1) / 2.0
+    g = torch.exp(-(x * x) / (2 * sigma * sigma))
+    g = g / g.sum()
+    return torch.outer(g, g).to(dtype=dtype, device=device)  # [size, size]
+
+
+def ssim_map(img1, img2, *, window: int = 11, sigma: float = 1.5):  # [B, 3, H, W] x2 -> same
+    """SSIM map with a Gaussian window and zero padding (the 3DGS training SSIM).
+
+    Constants ``C1 = 0.01^2``, ``C2 = 0.03^2`` for images in [0, 1].
+    """
+    import torch.nn.functional as F  # noqa: N812 - torch's conventional alias
+
+    channels = img1.shape[1]
+    kernel = _gaussian_window(window, sigma, dtype=img1.dtype, device=img1.device)
+    kernel = kernel.expand(channels, 1, window, window).contiguous()
+    pad = window // 2
+
+    def filt(x):
+        return F.conv2d(x, kernel, padding=pad, groups=channels)
+
+    mu1, mu2 = filt(img1), filt(img2)
+    mu1_sq, mu2_sq, mu12 = mu1 * mu1, mu2 * mu2, mu1 * mu2
+    var1 = filt(img1 * img1) - mu1_sq
+    var2 = filt(img2 * img2) - mu2_sq
+    cov = filt(img1 * img2) - mu12
+    c1, c2 = 0.01**2, 0.03**2
+    return ((2 * mu12 + c1) * (2 * cov + c2)) / ((mu1_sq + mu2_sq + c1) * (var1 + var2 + c2))
+
+
+def photometric_loss(render, target, *, ssim_lambda: float = 0.2):  # [H, W, 3] x2 -> scalar
+    """``(1 - ssim_lambda) * L1 + ssim_lambda * (1 - SSIM)`` (3DGS / gsplat)."""
+    l1 = (render - target).abs().mean()
+    a = render.permute(2, 0, 1)[None]
+    b = target.permute(2, 0, 1)[None]
+    ssim = ssim_map(a, b).mean()
+    return (1.0 - ssim_lambda) * l1 + ssim_lambda * (1.0 - ssim), l1, ssim
+
+
+def psnr(render: np.ndarray, target: np.ndarray) -> float:
+    """PSNR in dB of images in [0, 1] (``-10 log10 MSE``; inf for identical images)."""
+    mse = float(np.mean((np.asarray(render, np.float64) - np.asarray(target, np.float64)) ** 2))
+    return math.inf if mse == 0 else -10.0 * math.log10(mse)
+
+
+# --------------------------------------------------------------------------- parameters
+def _make_params(splats: GaussianSplats, device: str):
+    import torch
+
+    def p(a):
+        return torch.nn.Parameter(torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float32,
+                                                  device=device))
+
+    return torch.nn.ParameterDict({
+        "means": p(splats.means),
+        "scales": p(splats.log_scales),
+        "quats": p(splats.quats),
+        "opacities": p(splats.opacity_logits),
+        "sh0": p(splats.sh_dc[:, None, :]),
+        "shN": p(splats.sh_rest),
+    })
+
+
+def _make_optimizers(params, config: TrainConfig, scale: float) -> dict[str, Any]:
+    import torch
+
+    lrs = {
+        "means": config.means_lr * scale,
+        "scales": config.scales_lr,
+        "quats": config.quats_lr,
+        "opacities": config.opacities_lr,
+        "sh0": config.sh0_lr,
+        "shN": config.shN_lr,
+    }
+    return {name: torch.optim.Adam([{"params": params[name], "lr": lrs[name], "name": name}],
+                                   eps=1e-15)
+            for name in PARAM_NAMES}
+
+
+def _splats_from_params(params) -> GaussianSplats:
+    def a(name):
+        return params[name].detach().cpu().numpy().astype(np.float32)
+
+    return GaussianSplats(means=a("means"), quats=a("quats"), log_scales=a("scales"),
+                          opacity_logits=a("opacities"), sh_dc=a("sh0")[:, 0, :],
+                          sh_rest=np.ascontiguousarray(a("shN")))
+
+
+# --------------------------------------------------------------------------- CPU densifier
+def _replace_rows(params, optimizers, keep, new: dict[str, Any] | None) -> None:
+    """Keep rows ``keep`` [N] bool of every parameter, append ``new`` rows, fix Adam state.
+
+    Adam moments of kept rows are kept; appended rows start with zero moments (gsplat).
+    """
+    import torch
+
+    for name in PARAM_NAMES:
+        old = params[name]
+        parts = [old.data[keep]]
+        if new is not None:
+            parts.append(new[name].to(old.dtype))
+        fresh = torch.nn.Parameter(torch.cat(parts, dim=0))
+        optimizer = optimizers[name]
+        state = optimizer.state.pop(old, None)
+        optimizer.param_groups[0]["params"] = [fresh]
+        if state is not None:
+            extra = 0 if new is None else len(new[name])
+            for key in ("exp_avg", "exp_avg_sq"):
+                moment = state[key][keep]
+                zeros = torch.zeros((extra, *moment.shape[1:]), dtype=moment.dtype)
+                state[key] = torch.cat([moment, zeros], dim=0)
+            optimizer.state[fresh] = state
+        params[name] = fresh
+
+
+def torch_no_grad_method(method: Callable) -> Callable:
+    """Run a method under ``torch.no_grad()`` (imported lazily)."""
+
+    def wrapper(*args, **kwargs):
+        import torch
+
+        with torch.no_grad():
+            return method(*args, **kwargs)
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+class SimpleDensifier:
+    """DefaultStrategy's grow / prune / reset rules on CPU (see the module docstring).
+
+    Same call pattern as ``gsplat.DefaultStrategy`` so the training loop is shared.
+    """
+
+    def __init__(self, config: TrainConfig, *, generator) -> None:
+        self.config = config
+        self.generator = generator
+
+    def initialize_state(self, scene_scale: float = 1.0) -> dict[str, Any]:
+        return {"grad2d": None, "count": None, "scene_scale": scene_scale}
+
+    def step_pre_backward(self, params, optimizers, state, step, info) -> None:
+        pass  # torch_raster already calls retain_grad() on means2d
+
+    def step_post_backward(self, params, optimizers, state, step, info) -> None:
+        import torch
+
+        cfg = self.config
+        if step >= cfg.refine_stop_iter:
+            return
+        n = len(params["means"])
+        if state["grad2d"] is None or len(state["grad2d"]) != n:
+            state["grad2d"] = torch.zeros(n)
+            state["count"] = torch.zeros(n)
+        grad = info["means2d"].grad
+        if grad is not None:
+            scaled = grad * torch.tensor([info["width"] / 2.0, info["height"] / 2.0])
+            seen = info["radii"] > 0
+            state["grad2d"][seen] += scaled[seen].norm(dim=-1)
+            state["count"][seen] += 1
+        if step > cfg.refine_start_iter and step % cfg.refine_every == 0:
+            self._grow(params, optimizers, state)
+            self._prune(params, optimizers, state, step)
+            state["grad2d"] = torch.zeros(len(params["means"]))
+            state["count"] = torch.zeros(len(params["means"]))
+        if step > 0 and step % cfg.reset_every == 0:
+            with torch.no_grad():
+                cap = math.log(cfg.prune_opa * 2.0 / (1.0 - cfg.prune_opa * 2.0))
+                params["opacities"].data.clamp_(max=cap)
+            for key in ("exp_avg", "exp_avg_sq"):
+                st = optimizers["opacities"].state.get(params["opacities"])
+                if st is not None:
+                    st[key].zero_()
+
+    @torch_no_grad_method
+    def _grow(self, params, optimizers, state) -> None:
+        import torch
+
+        cfg = self.config
+        n = len(params["means"])
+        avg = state["grad2d"] / state["count"].clamp_min(1)
+        high = avg > cfg.grow_grad2d
+        budget = cfg.max_gaussians - n
+        if budget <= 0:
+            return
+        candidates = torch.nonzero(high).squeeze(1)
+        if len(candidates) > budget:  # keep the highest gradients (stable order on ties)
+            order = torch.argsort(-avg[candidates], stable=True)[:budget]
+            high = torch.zeros(n, dtype=torch.bool)
+            high[candidates[order]] = True
+        small = torch.exp(params["scales"].data).max(dim=-1).values <= (
+            cfg.grow_scale3d * state["scene_scale"]
+        )
+        dup, split = high & small, high & ~small
+        new = {name: params[name].data[dup] for name in PARAM_NAMES}
+        if split.any():
+            from bench.render.torch_raster import quat_to_rotmat
+
+            idx = torch.nonzero(split).squeeze(1)
+            scales = torch.exp(params["scales"].data[idx])  # [S, 3]
+            rot = quat_to_rotmat(params["quats"].data[idx])  # [S, 3, 3]
+            noise = torch.randn((2, len(idx), 3), generator=self.generator)
+            offsets = torch.einsum("sij,ksj->ksi", rot, scales[None] * noise)  # [2, S, 3]
+            for name in PARAM_NAMES:
+                rows = params[name].data[idx]
+                if name == "means":
+                    rows2 = (rows[None] + offsets).reshape(-1, 3)
+                elif name == "scales":
+                    rows2 = torch.log(scales / 1.6).repeat(2, 1)
+                else:
+                    rows2 = rows.repeat(2, *([1] * (rows.ndim - 1)))
+                new[name] = torch.cat([new[name], rows2], dim=0)
+        _replace_rows(params, optimizers, ~split, new)
+
+    @torch_no_grad_method
+    def _prune(self, params, optimizers, state, step) -> None:
+        import torch
+
+        cfg = self.config
+        prune = torch.sigmoid(params["opacities"].data) < cfg.prune_opa
+        if step > cfg.reset_every:
+            prune |= torch.exp(params["scales"].data).max(dim=-1).values > (
+                cfg.prune_scale3d * state["scene_scale"]
+            )
+        if prune.all():  # never prune to an empty model
+            return
+        if prune.any():
+            _replace_rows(params, optimizers, ~prune, None)
+
+
+# --------------------------------------------------------------------------- renderers
+def _render_cpu(params, camera, sh_degree: int, background) -> tuple[Any, dict[str, Any]]:
+    from bench.render.torch_raster import rasterize
+
+    out = rasterize(params["means"], params["quats"], params["scales"], params["opacities"],
+                    params["sh0"][:, 0, :], params["shN"], camera, background=background,
+                    sh_degree=sh_degree)
+    info = {"means2d": out.means2d, "radii": out.radii, "width": camera.width,
+            "height": camera.height, "n_cameras": 1}
+    return out.rgb, info
+
+
+def _render_gsplat(params, camera, sh_degree: int, background) -> tuple[Any, dict[str, Any]]:
+    import torch
+    from gsplat import rasterization
+
+    device = params["means"].device
+    viewmat = torch.as_tensor(camera.camera_from_world, dtype=torch.float32, device=device)
+    ks = torch.as_tensor(camera.K, dtype=torch.float32, device=device)
+    colors = torch.cat([params["sh0"], params["shN"]], dim=1)
+    renders, _, info = rasterization(
+        means=params["means"], quats=params["quats"], scales=torch.exp(params["scales"]),
+        opacities=torch.sigmoid(params["opacities"]), colors=colors, viewmats=viewmat[None],
+        Ks=ks[None], width=camera.width, height=camera.height, sh_degree=sh_degree,
+        backgrounds=torch.as_tensor(background, dtype=torch.float32, device=device)[None],
+        packed=False,
+    )
+    return renders[0], info
+
+
+def resolve_backend(backend: str) -> str:
+    """``auto`` -> ``gsplat`` when CUDA and gsplat are available, else ``cpu``."""
+    import torch
+
+    if backend == "cpu":
+        return "cpu"
+    has_cuda = torch.cuda.is_available()
+    if backend == "gsplat":
+        if not has_cuda:
+            raise BenchError("backend 'gsplat' needs a CUDA GPU; use --backend cpu on this machine")
+        try:
+            import gsplat  # noqa: F401
+        except ImportError:
+            raise BenchError("backend 'gsplat' needs the gsplat package: "
+                             "pip install 'splatbench[gpu]'") from None
+        return "gsplat"
+    if has_cuda:
+        try:
+            import gsplat  # noqa: F401
+
+            return "gsplat"
+        except ImportError:
+            return "cpu"
+    return "cpu"
+
+
+# --------------------------------------------------------------------------- training
+def train(
+    manifest: CaptureManifest,
+    *,
+    config: TrainConfig,
+    plan: Any | None = None,
+    init: GaussianSplats | None = None,
+    show_progress: bool = False,
+) -> TrainResult:
+    """Train 3D Gaussians on the training views a coverage plan keeps.
+
+    Args:
+        manifest: A validated capture manifest (pinhole training views, test views).
+        config: Training settings.
+        plan: A :class:`perturbations.coverage.CoveragePlan` (None: all views).
+        init: Initial Gaussians (a seed); None draws gsplat's random init.
+        show_progress: tqdm bar on stderr.
+
+    Returns:
+        A :class:`TrainResult` (Gaussians in the capture frame + the training log).
+    """
+    import torch
+    from tqdm import tqdm
+
+    config.validate()
+    backend = resolve_backend(config.backend)
+    views = manifest.training_views(plan)
+    for view in (*views, *manifest.test_views):
+        if view.camera.model != "pinhole":
+            raise BenchError(f"view {view.id!r} has a {view.camera.model} camera; training needs "
+                             "pinhole views (reproject fisheye frames with bench.recon.reproject)")
+    device = "cuda" if backend == "gsplat" else "cpu"
+    if backend == "cpu":
+        torch.use_deterministic_algorithms(True)
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+    scale = scene_scale(views)
+    splats = init if init is not None else random_seed_splats(views, config=config, scale=scale)
+    splats = _with_sh_degree(splats, config.sh_degree)
+    params = _make_params(splats, device)
+    optimizers = _make_optimizers(params, config, scale)
+    gamma = (config.means_lr_final / config.means_lr) ** (1.0 / config.iters)
+    if backend == "gsplat":
+        from gsplat.strategy import DefaultStrategy
+
+        strategy = DefaultStrategy(refine_start_iter=config.refine_start_iter,
+                                   refine_stop_iter=config.refine_stop_iter,
+                                   refine_every=config.refine_every,
+                                   reset_every=config.reset_every,
+                                   grow_grad2d=config.grow_grad2d,
+                                   grow_scale3d=config.grow_scale3d, prune_opa=config.prune_opa,
+                                   prune_scale3d=config.prune_scale3d)
+        strategy.check_sanity(params, optimizers)
+        render = _render_gsplat
+    else:
+        strategy = SimpleDensifier(config, generator=generator)
+        render = _render_cpu
+    state = strategy.initialize_state(scene_scale=scale)
+    images = torch.as_tensor(_load_views(manifest, views), device=device)  # [V, H, W, 3]
+    tests = manifest.test_views
+    test_images = [torch.as_tensor(load_image(manifest.root / v.image), device=device)
+                   for v in tests]
+    background = torch.tensor(config.background, dtype=torch.float32, device=device)
+    rng = np.random.default_rng(config.seed)
+    order: list[int] = []
+    log: list[dict[str, Any]] = []
+    losses: list[float] = []
+
+    def evaluate(step: int) -> None:
+        row: dict[str, Any] = {"step": step,
+                               "train_loss": float(np.mean(losses)) if losses else None,
+                               "test_l1": None, "test_psnr": None,
+                               "num_gaussians": len(params["means"])}
+        if tests:
+            l1s, psnrs = [], []
+            with torch.no_grad():
+                for view, target in zip(tests, test_images, strict=True):
+                    rgb, _ = render(params, view.camera, sh_degree_at(step), background)
+                    rgb = rgb.clamp(0.0, 1.0)
+                    l1s.append(float((rgb - target).abs().mean()))
+                    psnrs.append(psnr(rgb.cpu().numpy(), target.cpu().numpy()))
+            row["test_l1"], row["test_psnr"] = float(np.mean(l1s)), float(np.mean(psnrs))
+        log.append(row)
+        losses.clear()
+
+    def sh_degree_at(step: int) -> int:
+        return min(step // config.sh_degree_interval, config.sh_degree)
+
+    initial = len(params["means"])
+    evaluate(0)
+    bar = tqdm(range(config.iters), desc=f"train ({backend})", disable=not show_progress)
+    for step in bar:
+        if not order:
+            order = rng.permutation(len(views)).tolist()
+        index = order.pop(0)
+        rgb, info = render(params, views[index].camera, sh_degree_at(step), background)
+        strategy.step_pre_backward(params, optimizers, state, step, info)
+        loss, _, _ = photometric_loss(rgb, images[index], ssim_lambda=config.ssim_lambda)
+        loss.backward()
+        losses.append(float(loss.detach()))
+        for optimizer in optimizers.values():
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        optimizers["means"].param_groups[0]["lr"] *= gamma
+        if config.densify:
+            strategy.step_post_backward(params, optimizers, state, step, info)
+        if (step + 1) % config.eval_every == 0 or step + 1 == config.iters:
+            evaluate(step + 1)
+            bar.set_postfix(loss=f"{log[-1]['train_loss']:.4f}", gaussians=log[-1]["num_gaussians"])
+    return TrainResult(
+        splats=_splats_from_params(params), log=log, scene_scale=scale, backend=backend,
+        train_view_ids=[v.id for v in views], initial_gaussians=initial,
+    )
+
+
+def config_dict(config: TrainConfig) -> dict[str, Any]:
+    """The resolved config as a JSON-able dict."""
+    return dataclasses.asdict(config)
