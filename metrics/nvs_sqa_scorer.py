@@ -33,8 +33,9 @@ def load_nvs_sqa(device: str = "cpu"):
     """(encoder in eval mode, ridge regressor) exactly as ``nvs_sqa.QualityAssessor`` loads them."""
     from nvs_sqa.utils import load_model, load_regression_model
 
-    with contextlib.redirect_stdout(io.StringIO()):  # load_model prints the checkpoint path
-        encoder = load_model(device)
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's nested-tensor notice
+        encoder = load_model(device)  # prints the checkpoint path (silenced)
     encoder.eval()
     with warnings.catch_warnings():
         # the ridge was pickled with scikit-learn 1.3; a Ridge's predict is a dot product + bias
