@@ -1,0 +1,35 @@
+"""The ``torch`` backend: :func:`bench.render.torch_raster.rasterize` behind :func:`render`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.render import constants as K
+from bench.render.output import RenderOutput
+from bench.scene.cameras import Camera
+from bench.scene.gaussians import GaussianSplats
+
+
+def render_torch(
+    splats: GaussianSplats,
+    camera: Camera,
+    *,
+    background=(0.0, 0.0, 0.0),
+    sh_degree: int | None = None,
+    tile_size: int = K.TILE_SIZE,
+) -> RenderOutput:
+    """Render without gradients through the pure-torch tile rasterizer (float32)."""
+    import torch
+
+    from bench.render.torch_raster import rasterize
+
+    if splats.num == 0:
+        return RenderOutput.empty(camera, background)
+    arrays = [torch.as_tensor(np.asarray(getattr(splats, n), np.float32))
+              for n in ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")]
+    with torch.no_grad():
+        out = rasterize(*arrays, camera, background=background, sh_degree=sh_degree,
+                        tile_size=tile_size)
+    valid = camera.pixel_rays()[1] if camera.model == "fisheye" else np.ones(
+        (camera.height, camera.width), bool)
+    return RenderOutput(out.rgb.numpy(), out.depth.numpy(), out.alpha.numpy(), valid)

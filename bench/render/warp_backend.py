@@ -1,0 +1,540 @@
+"""The ``cpu`` backend: NVIDIA Warp kernels compiled for device ``"cpu"``.
+
+Pipeline per frame (the forward model is in :mod:`bench.render.constants`):
+
+1. ``_project_kernel`` (one thread per Gaussian): cull, EWA projection,
+   radius, tile rectangle, SH colour for survivors only, and the half-extents
+   of the ``alpha >= ALPHA_MIN`` ellipse used to skip pixels cheaply.
+2. numpy: indices of visible Gaussians, stable ``argsort`` by depth.
+3. ``_bin_kernel`` (a single serial thread: Warp runs CPU launches serially):
+   counting sort of (tile, Gaussian) pairs by tile, stable so each tile's list
+   stays in depth order, and packs per-Gaussian data contiguously in depth order.
+4. ``_raster_kernel`` (one thread per tile): walks the tile's Gaussians front
+   to back; for each Gaussian visits only the tile pixels inside its
+   ``alpha >= ALPHA_MIN`` bounding box; a tile stops once every pixel is done;
+   writes rgb, depth, alpha.
+
+Per-splats device arrays (means, covariances, opacities, SH) are uploaded
+once and cached on the :class:`GaussianSplats` object identity (a weak
+reference, so they are freed with the splats); per-image buffers are reused
+between frames. Everything is float32.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import numpy as np
+import warp as wp
+
+from bench.render import constants as K
+from bench.render.output import RenderOutput, resolve_sh_degree
+from bench.scene.cameras import Camera
+from bench.scene.gaussians import GaussianSplats
+
+wp.config.quiet = True
+DEVICE = "cpu"
+
+# Constants of bench.render.constants as Warp compile-time constants.
+_C0 = wp.constant(K.SH_C0)
+_C1 = wp.constant(K.SH_C1)
+_C2_0, _C2_1, _C2_2, _C2_3, _C2_4 = (wp.constant(c) for c in K.SH_C2)
+_C3_0, _C3_1, _C3_2, _C3_3, _C3_4, _C3_5, _C3_6 = (wp.constant(c) for c in K.SH_C3)
+_SH_OFFSET = wp.constant(K.SH_OFFSET)
+_LOW_PASS = wp.constant(K.LOW_PASS_PX)
+_SIGMA_EXTENT = wp.constant(K.SIGMA_EXTENT)
+_EIGEN_FLOOR = wp.constant(K.EIGEN_FLOOR)
+_ALPHA_MAX = wp.constant(K.ALPHA_MAX)
+_ALPHA_MIN = wp.constant(K.ALPHA_MIN)
+_T_MIN = wp.constant(K.TRANSMITTANCE_MIN)
+_NEAR = wp.constant(K.NEAR_PLANE)
+_FAR = wp.constant(K.FAR_PLANE)
+_MODEL_IDS = {"pinhole": 0, "fisheye": 1}
+_mat23 = wp.types.matrix(shape=(2, 3), dtype=wp.float32)  # projection Jacobian
+
+
+# --------------------------------------------------------------------------- device functions
+@wp.func
+def _sh_color(sh: wp.array2d(dtype=wp.vec3), g: int, degree: int, d: wp.vec3) -> wp.vec3:
+    c = sh[g, 0] * _C0
+    if degree >= 1:
+        x = d[0]
+        y = d[1]
+        z = d[2]
+        c = c - sh[g, 1] * (_C1 * y) + sh[g, 2] * (_C1 * z) - sh[g, 3] * (_C1 * x)
+        if degree >= 2:
+            xx = x * x
+            yy = y * y
+            zz = z * z
+            c = c + sh[g, 4] * (_C2_0 * x * y) + sh[g, 5] * (_C2_1 * y * z)
+            c = c + sh[g, 6] * (_C2_2 * (2.0 * zz - xx - yy))
+            c = c + sh[g, 7] * (_C2_3 * x * z) + sh[g, 8] * (_C2_4 * (xx - yy))
+            if degree >= 3:
+                c = c + sh[g, 9] * (_C3_0 * y * (3.0 * xx - yy))
+                c = c + sh[g, 10] * (_C3_1 * x * y * z)
+                c = c + sh[g, 11] * (_C3_2 * y * (4.0 * zz - xx - yy))
+                c = c + sh[g, 12] * (_C3_3 * z * (2.0 * zz - 3.0 * xx - 3.0 * yy))
+                c = c + sh[g, 13] * (_C3_4 * x * (4.0 * zz - xx - yy))
+                c = c + sh[g, 14] * (_C3_5 * z * (xx - yy))
+                c = c + sh[g, 15] * (_C3_6 * x * (xx - 3.0 * yy))
+    c = c + wp.vec3(_SH_OFFSET, _SH_OFFSET, _SH_OFFSET)
+    return wp.vec3(wp.max(c[0], 0.0), wp.max(c[1], 0.0), wp.max(c[2], 0.0))
+
+
+@wp.func
+def _pinhole_jacobian(p: wp.vec3, fx: float, fy: float, lim: wp.vec4) -> _mat23:
+    # lim = (x/z max, x/z min magnitude, y/z max, y/z min magnitude): the FRUSTUM_CLAMP limits.
+    z = p[2]
+    tx = z * wp.clamp(p[0] / z, -lim[1], lim[0])
+    ty = z * wp.clamp(p[1] / z, -lim[3], lim[2])
+    return _mat23(fx / z, 0.0, -fx * tx / (z * z), 0.0, fy / z, -fy * ty / (z * z))
+
+
+@wp.func
+def _fisheye_scale(p: wp.vec3, dist: wp.vec4) -> wp.vec3:
+    """(s, g, ds/dz) of the Kannala-Brandt map u = fx s x + cx (see torch_raster)."""
+    x = p[0]
+    y = p[1]
+    z = p[2]
+    r2 = x * x + y * y
+    rho2 = r2 + z * z
+    if r2 < 1.0e-12 * rho2:
+        return wp.vec3(1.0 / z, (2.0 * dist[0] - 2.0 / 3.0) / (z * z * z), -1.0 / (z * z))
+    r = wp.sqrt(r2)
+    theta = wp.atan2(r, z)
+    t2 = theta * theta
+    theta_d = theta * (1.0 + t2 * (dist[0] + t2 * (dist[1] + t2 * (dist[2] + t2 * dist[3]))))
+    dtheta = 1.0 + t2 * (
+        3.0 * dist[0] + t2 * (5.0 * dist[1] + t2 * (7.0 * dist[2] + t2 * 9.0 * dist[3]))
+    )
+    s = theta_d / r
+    g = (dtheta * z / rho2 - s) / r2
+    return wp.vec3(s, g, -dtheta / rho2)
+
+
+@wp.kernel
+def _project_kernel(
+    means: wp.array(dtype=wp.vec3),
+    cov_a: wp.array(dtype=wp.vec3),  # (xx, xy, xz) of the world covariance
+    cov_b: wp.array(dtype=wp.vec3),  # (yy, yz, zz)
+    opacity: wp.array(dtype=float),
+    sh: wp.array2d(dtype=wp.vec3),
+    degree: int,
+    rot: wp.mat33,  # camera_from_world rotation
+    trans: wp.vec3,
+    centre: wp.vec3,  # camera centre (world)
+    model: int,
+    intr: wp.vec4,  # fx, fy, cx, cy
+    dist: wp.vec4,  # k1..k4
+    lim: wp.vec4,
+    max_theta: float,
+    width: int,
+    height: int,
+    tile_size: int,
+    tiles_x: int,
+    tiles_y: int,
+    out_xy: wp.array(dtype=wp.vec2),
+    out_conic: wp.array(dtype=wp.vec3),
+    out_ext: wp.array(dtype=wp.vec2),
+    out_depth: wp.array(dtype=float),
+    out_color: wp.array(dtype=wp.vec3),
+    out_rect: wp.array(dtype=wp.vec4i),
+    out_touched: wp.array(dtype=wp.int32),
+):
+    g = wp.tid()
+    out_touched[g] = 0
+    p = rot * means[g] + trans
+    fx = intr[0]
+    fy = intr[1]
+    depth = float(0.0)  # noqa: UP018 - Warp needs typed mutable locals
+    jac = _mat23()
+    u = float(0.0)  # noqa: UP018
+    v = float(0.0)  # noqa: UP018
+    if model == 0:
+        depth = p[2]
+        if depth < _NEAR or depth > _FAR:
+            return
+        u = fx * p[0] / depth + intr[2]
+        v = fy * p[1] / depth + intr[3]
+        jac = _pinhole_jacobian(p, fx, fy, lim)
+    else:
+        depth = wp.length(p)
+        if depth < _NEAR or depth > _FAR:
+            return
+        if wp.atan2(wp.sqrt(p[0] * p[0] + p[1] * p[1]), p[2]) >= max_theta:
+            return
+        sgd = _fisheye_scale(p, dist)
+        s = sgd[0]
+        gg = sgd[1]
+        u = fx * s * p[0] + intr[2]
+        v = fy * s * p[1] + intr[3]
+        jac = _mat23(
+            fx * (s + p[0] * p[0] * gg), fx * p[0] * p[1] * gg, fx * p[0] * sgd[2],
+            fy * p[0] * p[1] * gg, fy * (s + p[1] * p[1] * gg), fy * p[1] * sgd[2],
+        )
+    ca = cov_a[g]
+    cb = cov_b[g]
+    cov_w = wp.mat33(ca[0], ca[1], ca[2], ca[1], cb[0], cb[1], ca[2], cb[1], cb[2])
+    cov_c = rot * cov_w * wp.transpose(rot)
+    cov2 = jac * cov_c * wp.transpose(jac)
+    a = cov2[0, 0] + _LOW_PASS
+    b = cov2[0, 1]
+    c = cov2[1, 1] + _LOW_PASS
+    det = a * c - b * b
+    if det <= 0.0:
+        return
+    mid = 0.5 * (a + c)
+    lam = mid + wp.sqrt(wp.max(mid * mid - det, _EIGEN_FLOOR))
+    radius = wp.ceil(_SIGMA_EXTENT * wp.sqrt(wp.max(lam, 0.0)))
+    if radius <= 0.0:
+        return
+    if u + radius <= 0.0 or u - radius >= float(width):
+        return
+    if v + radius <= 0.0 or v - radius >= float(height):
+        return
+    ts = float(tile_size)
+    x0 = wp.clamp(int(wp.floor((u - radius) / ts)), 0, tiles_x)
+    x1 = wp.clamp(int(wp.ceil((u + radius) / ts)), 0, tiles_x)
+    y0 = wp.clamp(int(wp.floor((v - radius) / ts)), 0, tiles_y)
+    y1 = wp.clamp(int(wp.ceil((v + radius) / ts)), 0, tiles_y)
+    count = (x1 - x0) * (y1 - y0)
+    if count <= 0:
+        return
+    out_touched[g] = count
+    out_rect[g] = wp.vec4i(x0, x1, y0, y1)
+    out_xy[g] = wp.vec2(u, v)
+    out_conic[g] = wp.vec3(c / det, -b / det, a / det)
+    out_depth[g] = depth
+    # Half-extents of {power <= ln(255 opacity)} (alpha >= ALPHA_MIN), 1% + 0.01 px safety margin.
+    level = wp.log(opacity[g] / _ALPHA_MIN)
+    if level > 0.0:
+        out_ext[g] = wp.vec2(
+            wp.sqrt(2.0 * level * a) * 1.01 + 0.01, wp.sqrt(2.0 * level * c) * 1.01 + 0.01
+        )
+    else:
+        out_ext[g] = wp.vec2(-1.0, -1.0)
+    out_color[g] = _sh_color(sh, g, degree, wp.normalize(means[g] - centre))
+
+
+@wp.kernel
+def _bin_kernel(
+    order: wp.array(dtype=wp.int32),
+    num: int,
+    num_tiles: int,
+    tiles_x: int,
+    rect: wp.array(dtype=wp.vec4i),
+    xy: wp.array(dtype=wp.vec2),
+    conic: wp.array(dtype=wp.vec3),
+    ext: wp.array(dtype=wp.vec2),
+    depth: wp.array(dtype=float),
+    color: wp.array(dtype=wp.vec3),
+    opacity: wp.array(dtype=float),
+    tile_start: wp.array(dtype=wp.int32),  # [num_tiles + 1]
+    cursor: wp.array(dtype=wp.int32),  # [num_tiles] scratch
+    isect: wp.array(dtype=wp.int32),  # [total] ranks, grouped by tile, depth order inside
+    s_xy: wp.array(dtype=wp.vec2),  # [num] packed in depth order
+    s_conic: wp.array(dtype=wp.vec3),
+    s_ext: wp.array(dtype=wp.vec2),
+    s_depth: wp.array(dtype=float),
+    s_color: wp.array(dtype=wp.vec3),
+    s_opacity: wp.array(dtype=float),
+):
+    for t in range(num_tiles + 1):
+        tile_start[t] = 0
+    for k in range(num):
+        r = rect[order[k]]
+        for ty in range(r[2], r[3]):
+            for tx in range(r[0], r[1]):
+                tile_start[ty * tiles_x + tx + 1] += 1
+    for t in range(num_tiles):
+        tile_start[t + 1] += tile_start[t]
+        cursor[t] = tile_start[t]
+    for k in range(num):
+        g = order[k]
+        r = rect[g]
+        s_xy[k] = xy[g]
+        s_conic[k] = conic[g]
+        s_ext[k] = ext[g]
+        s_depth[k] = depth[g]
+        s_color[k] = color[g]
+        s_opacity[k] = opacity[g]
+        for ty in range(r[2], r[3]):
+            for tx in range(r[0], r[1]):
+                t = ty * tiles_x + tx
+                isect[cursor[t]] = k
+                cursor[t] += 1
+
+
+@wp.kernel
+def _raster_kernel(
+    tile_start: wp.array(dtype=wp.int32),
+    isect: wp.array(dtype=wp.int32),
+    s_xy: wp.array(dtype=wp.vec2),
+    s_conic: wp.array(dtype=wp.vec3),
+    s_ext: wp.array(dtype=wp.vec2),
+    s_depth: wp.array(dtype=float),
+    s_color: wp.array(dtype=wp.vec3),
+    s_opacity: wp.array(dtype=float),
+    width: int,
+    height: int,
+    tile_size: int,
+    tiles_x: int,
+    background: wp.vec3,
+    valid: wp.array(dtype=wp.int32),  # [H * W] 1 = pixel inside the lens image
+    acc_color: wp.array(dtype=wp.vec3),  # [H * W] scratch
+    acc_depth: wp.array(dtype=float),
+    trans: wp.array(dtype=float),
+    done: wp.array(dtype=wp.int32),
+    out_rgb: wp.array(dtype=wp.vec3),
+    out_depth: wp.array(dtype=float),
+    out_alpha: wp.array(dtype=float),
+):
+    tile = wp.tid()
+    ty = tile / tiles_x
+    tx = tile - ty * tiles_x
+    px0 = tx * tile_size
+    py0 = ty * tile_size
+    px1 = wp.min(px0 + tile_size, width)
+    py1 = wp.min(py0 + tile_size, height)
+    remaining = int(0)  # noqa: UP018
+    for py in range(py0, py1):
+        for px in range(px0, px1):
+            i = py * width + px
+            acc_color[i] = wp.vec3(0.0, 0.0, 0.0)
+            acc_depth[i] = 0.0
+            trans[i] = 1.0
+            if valid[i] != 0:
+                done[i] = 0
+                remaining += 1
+            else:
+                done[i] = 1
+    for n in range(tile_start[tile], tile_start[tile + 1]):
+        if remaining == 0:
+            break
+        k = isect[n]
+        e = s_ext[k]
+        if e[0] < 0.0:
+            continue
+        m = s_xy[k]
+        cx0 = wp.max(px0, int(wp.floor(m[0] - e[0] - 0.5)))
+        cx1 = wp.min(px1, int(wp.floor(m[0] + e[0] - 0.5)) + 1)
+        cy0 = wp.max(py0, int(wp.floor(m[1] - e[1] - 0.5)))
+        cy1 = wp.min(py1, int(wp.floor(m[1] + e[1] - 0.5)) + 1)
+        if cx0 >= cx1 or cy0 >= cy1:
+            continue
+        q = s_conic[k]
+        o = s_opacity[k]
+        col = s_color[k]
+        dep = s_depth[k]
+        for py in range(cy0, cy1):
+            dy = m[1] - (float(py) + 0.5)
+            for px in range(cx0, cx1):
+                i = py * width + px
+                if done[i] != 0:
+                    continue
+                dx = m[0] - (float(px) + 0.5)
+                power = 0.5 * (q[0] * dx * dx + q[2] * dy * dy) + q[1] * dx * dy
+                if power < 0.0:
+                    continue
+                alpha = wp.min(_ALPHA_MAX, o * wp.exp(-power))
+                if alpha < _ALPHA_MIN:
+                    continue
+                t = trans[i]
+                t_next = t * (1.0 - alpha)
+                if t_next < _T_MIN:
+                    done[i] = 1
+                    remaining -= 1
+                    continue
+                w = alpha * t
+                acc_color[i] = acc_color[i] + col * w
+                acc_depth[i] = acc_depth[i] + dep * w
+                trans[i] = t_next
+    for py in range(py0, py1):
+        for px in range(px0, px1):
+            i = py * width + px
+            t = trans[i]
+            a = 1.0 - t
+            out_rgb[i] = acc_color[i] + background * t
+            out_alpha[i] = a
+            if a > 0.0:
+                out_depth[i] = acc_depth[i] / a
+            else:
+                out_depth[i] = wp.inf
+
+
+# --------------------------------------------------------------------------- host side
+class _SplatArrays:
+    """Device copies of one GaussianSplats (uploaded once) + per-frame scratch."""
+
+    def __init__(self, splats: GaussianSplats) -> None:
+        n = splats.num
+        self.num = n
+        self.stored_degree = splats.sh_degree
+        rot = _quat_to_rotmat(splats.normalized_quats())
+        m = rot * splats.scales().astype(np.float64)[:, None, :]
+        cov = m @ m.transpose(0, 2, 1)
+        f32 = np.float32
+        self.means = wp.array(splats.means.astype(f32), dtype=wp.vec3, device=DEVICE)
+        self.cov_a = wp.array(cov[:, 0, :].astype(f32), dtype=wp.vec3, device=DEVICE)
+        self.cov_b = wp.array(
+            np.stack([cov[:, 1, 1], cov[:, 1, 2], cov[:, 2, 2]], 1).astype(f32), dtype=wp.vec3,
+            device=DEVICE,
+        )
+        self.opacity = wp.array(splats.opacities().astype(f32), dtype=float, device=DEVICE)
+        sh = np.concatenate([splats.sh_dc[:, None, :], splats.sh_rest], axis=1).astype(f32)
+        self.sh = wp.array(np.ascontiguousarray(sh), dtype=wp.vec3, device=DEVICE)
+        zeros = wp.zeros
+        self.xy = zeros(n, dtype=wp.vec2, device=DEVICE)
+        self.conic = zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.ext = zeros(n, dtype=wp.vec2, device=DEVICE)
+        self.depth = zeros(n, dtype=float, device=DEVICE)
+        self.color = zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.rect = zeros(n, dtype=wp.vec4i, device=DEVICE)
+        self.touched = zeros(n, dtype=wp.int32, device=DEVICE)
+        self.s_xy = zeros(n, dtype=wp.vec2, device=DEVICE)
+        self.s_conic = zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.s_ext = zeros(n, dtype=wp.vec2, device=DEVICE)
+        self.s_depth = zeros(n, dtype=float, device=DEVICE)
+        self.s_color = zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.s_opacity = zeros(n, dtype=float, device=DEVICE)
+        self.order = zeros(n, dtype=wp.int32, device=DEVICE)
+        self.isect = zeros(max(n, 1024), dtype=wp.int32, device=DEVICE)
+        self.touched_np = self.touched.numpy()  # zero-copy views of CPU arrays
+        self.depth_np = self.depth.numpy()
+        self.order_np = self.order.numpy()
+        self.images: dict[tuple[int, int], _ImageBuffers] = {}
+
+    def image_buffers(self, width: int, height: int, tile_size: int) -> _ImageBuffers:
+        key = (width, height, tile_size)
+        if key not in self.images:
+            self.images[key] = _ImageBuffers(width, height, tile_size)
+        return self.images[key]
+
+
+class _ImageBuffers:
+    def __init__(self, width: int, height: int, tile_size: int) -> None:
+        self.tiles_x = math.ceil(width / tile_size)
+        self.tiles_y = math.ceil(height / tile_size)
+        num_tiles = self.tiles_x * self.tiles_y
+        p = width * height
+        self.tile_start = wp.zeros(num_tiles + 1, dtype=wp.int32, device=DEVICE)
+        self.cursor = wp.zeros(num_tiles, dtype=wp.int32, device=DEVICE)
+        self.acc_color = wp.zeros(p, dtype=wp.vec3, device=DEVICE)
+        self.acc_depth = wp.zeros(p, dtype=float, device=DEVICE)
+        self.trans = wp.zeros(p, dtype=float, device=DEVICE)
+        self.done = wp.zeros(p, dtype=wp.int32, device=DEVICE)
+        self.rgb = wp.zeros(p, dtype=wp.vec3, device=DEVICE)
+        self.depth = wp.zeros(p, dtype=float, device=DEVICE)
+        self.alpha = wp.zeros(p, dtype=float, device=DEVICE)
+        self.valid_key: object = None  # None = all pixels valid (pinhole)
+        self.valid = wp.full(p, 1, dtype=wp.int32, device=DEVICE)
+        self.valid_np = np.ones((height, width), bool)
+
+
+_CACHE: weakref.WeakKeyDictionary[GaussianSplats, _SplatArrays] = weakref.WeakKeyDictionary()
+
+
+def _quat_to_rotmat(q: np.ndarray) -> np.ndarray:  # [N, 4] unit (w, x, y, z) -> [N, 3, 3]
+    w, x, y, z = q.T
+    return np.stack(
+        [
+            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+        ],
+        axis=1,
+    ).reshape(-1, 3, 3)
+
+
+def splat_arrays(splats: GaussianSplats) -> _SplatArrays:
+    """Device arrays for ``splats``, uploaded on first use and cached with the object."""
+    arrays = _CACHE.get(splats)
+    if arrays is None:
+        if splats.count_nonfinite():
+            raise ValueError(
+                f"splats contain {splats.count_nonfinite()} Gaussians with NaN/Inf values; "
+                "drop them first (e.g. read_ply(..., drop_nonfinite=True))"
+            )
+        arrays = _SplatArrays(splats)
+        _CACHE[splats] = arrays
+    return arrays
+
+
+def _frustum_limits(cam: Camera) -> wp.vec4:
+    extra = K.FRUSTUM_CLAMP - 1.0
+    tan_x, tan_y = 0.5 * cam.width / cam.fx, 0.5 * cam.height / cam.fy
+    return wp.vec4(
+        (cam.width - cam.cx) / cam.fx + extra * tan_x, cam.cx / cam.fx + extra * tan_x,
+        (cam.height - cam.cy) / cam.fy + extra * tan_y, cam.cy / cam.fy + extra * tan_y,
+    )
+
+
+def render_cpu(
+    splats: GaussianSplats,
+    camera: Camera,
+    *,
+    background: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    sh_degree: int | None = None,
+    tile_size: int = K.TILE_SIZE,
+) -> RenderOutput:
+    """Render ``splats`` from ``camera`` with the Warp CPU kernels (fisheye = direct model)."""
+    degree = resolve_sh_degree(splats.sh_degree, sh_degree)
+    width, height = camera.width, camera.height
+    if splats.num == 0:
+        return RenderOutput.empty(camera, background)
+    arr = splat_arrays(splats)
+    img = arr.image_buffers(width, height, tile_size)
+    if camera.model == "fisheye":
+        key = (camera.fx, camera.fy, camera.cx, camera.cy, camera.distortion, camera.max_theta)
+        if img.valid_key != key:
+            _, valid = camera.pixel_rays()
+            img.valid.assign(valid.reshape(-1).astype(np.int32))
+            img.valid_np, img.valid_key = valid, key
+    elif img.valid_key is not None:
+        img.valid.fill_(1)
+        img.valid_np, img.valid_key = np.ones((height, width), bool), None
+    view = camera.camera_from_world.astype(np.float32)
+    wp.launch(
+        _project_kernel, dim=arr.num, device=DEVICE,
+        inputs=[
+            arr.means, arr.cov_a, arr.cov_b, arr.opacity, arr.sh, degree,
+            wp.mat33(view[:3, :3]), wp.vec3(view[:3, 3]),
+            wp.vec3(camera.position.astype(np.float32)),
+            _MODEL_IDS[camera.model], wp.vec4(camera.fx, camera.fy, camera.cx, camera.cy),
+            wp.vec4(*camera.distortion), _frustum_limits(camera), camera.max_theta,
+            width, height, tile_size, img.tiles_x, img.tiles_y,
+            arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched,
+        ],
+    )
+    visible = np.flatnonzero(arr.touched_np)
+    order = visible[np.argsort(arr.depth_np[visible], kind="stable")].astype(np.int32)
+    num = len(order)
+    arr.order_np[:num] = order
+    total = int(arr.touched_np.sum(dtype=np.int64))
+    if total > arr.isect.shape[0]:
+        arr.isect = wp.zeros(int(total * 1.5), dtype=wp.int32, device=DEVICE)
+    num_tiles = img.tiles_x * img.tiles_y
+    wp.launch(
+        _bin_kernel, dim=1, device=DEVICE,
+        inputs=[
+            arr.order, num, num_tiles, img.tiles_x, arr.rect, arr.xy, arr.conic, arr.ext,
+            arr.depth, arr.color, arr.opacity, img.tile_start, img.cursor, arr.isect,
+            arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth, arr.s_color, arr.s_opacity,
+        ],
+    )
+    wp.launch(
+        _raster_kernel, dim=num_tiles, device=DEVICE,
+        inputs=[
+            img.tile_start, arr.isect, arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth,
+            arr.s_color, arr.s_opacity, width, height, tile_size, img.tiles_x,
+            wp.vec3(*(float(b) for b in background)), img.valid, img.acc_color, img.acc_depth,
+            img.trans, img.done, img.rgb, img.depth, img.alpha,
+        ],
+    )
+    return RenderOutput(
+        rgb=img.rgb.numpy().reshape(height, width, 3).copy(),
+        depth=img.depth.numpy().reshape(height, width).copy(),
+        alpha=img.alpha.numpy().reshape(height, width).copy(),
+        valid=img.valid_np.copy(),
+    )
