@@ -1,0 +1,1 @@
+"""The bundled synthetic world and the `bench demo` main job."""
