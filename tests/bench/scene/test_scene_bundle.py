@@ -53,7 +53,8 @@ def test_save_load_registration_round_trip(tmp_path):
     save_scene(b, tmp_path / "s")
     data = json.loads((tmp_path / "s" / "scene.json").read_text())
     assert data["format"] == "splatbench-scene/1" and data["custom"] == {"a": 1}
-    assert data["background"] == "background.ply" and data["cameras"] == {"test": "cameras/test.json"}
+    assert data["background"] == "background.ply"
+    assert data["cameras"] == {"test": "cameras/test.json"}
     np.testing.assert_array_equal(np.array(data["world_from_splat"]), registration())
     loaded = load_scene(tmp_path / "s")
     # the background is stored in splat coordinates and mapped back to world on load

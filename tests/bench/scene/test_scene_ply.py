@@ -191,7 +191,8 @@ def test_truncated_file(tmp_path):
 
 @pytest.mark.parametrize("mutate,message", [
     (lambda b: b"plx" + b[3:], "not a PLY file"),
-    (lambda b: b.replace(b"binary_little_endian", b"binary_middle_endian"), "unsupported PLY format"),
+    (lambda b: b.replace(b"binary_little_endian", b"binary_middle_endian"),
+     "unsupported PLY format"),
     (lambda b: b.replace(b"end_header", b"end_headex"), "no 'end_header'"),
     (lambda b: b.replace(b"property float opacity", b"property float opacitx"),
      "missing required vertex properties opacity"),
