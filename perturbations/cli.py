@@ -145,6 +145,7 @@ def run_perturb(args: argparse.Namespace) -> int:
         raise BenchError("--out must differ from --scene (the input would be replaced)")
     started = time.perf_counter()
     bundle = load_scene(scene_dir, drop_nonfinite=args.drop_nonfinite)
+    bundle.require_table()
     _progress(f"loaded {scene_dir} ({len(bundle.background):,} Gaussians)", started)
     result = apply_perturbation(bundle, name, seed=args.seed, **overrides)
     _progress(f"{result.tool} ({name}): {result.stats.counts()}", started)
