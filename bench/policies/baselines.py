@@ -1,0 +1,86 @@
+"""Baseline policies for paired comparisons: noisy expert, uniform random, hold still."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bench.policies.base import POLICIES
+from bench.policies.expert import ScriptedExpert
+
+
+class NoisyExpert(ScriptedExpert):
+    """The scripted expert with seeded Gaussian noise on every translation row.
+
+    Args:
+        env: The (unwrapped) environment.
+        seed: Base seed; ``reset(seed=s)`` reseeds with ``(seed, s)`` so every episode's
+            noise is reproducible and independent of the others.
+        noise: Standard deviation of the translation noise per frame, metres.
+    """
+
+    name = "noisy-expert"
+
+    def __init__(self, env: Any, *, seed: int = 0, noise: float = 0.004) -> None:
+        super().__init__(env, seed=seed)
+        if noise < 0:
+            raise ValueError(f"noise must be >= 0 m, got {noise}")
+        self.noise = noise
+        self._rng = np.random.default_rng(seed)
+
+    def reset(self, *, seed: int | None = None) -> None:
+        super().reset(seed=seed)
+        self._rng = np.random.default_rng([self.seed, 0 if seed is None else seed])
+
+    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
+        chunk = np.array(super().act(obs, info), dtype=np.float64)
+        rows = np.atleast_2d(chunk)
+        rows[:, :3] += self._rng.normal(0.0, self.noise, size=(rows.shape[0], 3))
+        return rows.astype(np.float32).reshape(chunk.shape)
+
+
+class RandomPolicy:
+    """Uniform random actions from the environment's action space (seeded per episode)."""
+
+    name = "random"
+
+    def __init__(self, env: Any, *, seed: int = 0) -> None:
+        self.space = env.action_space
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng([self.seed, 0 if seed is None else seed])
+
+    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
+        low, high = self.space.low, self.space.high
+        return self._rng.uniform(low, high).astype(np.float32)
+
+
+class HoldPolicy:
+    """Never moves and keeps the gripper open (success 0 unless the scene solves itself)."""
+
+    name = "hold"
+
+    def __init__(self, env: Any, *, seed: int = 0) -> None:
+        self.shape = env.action_space.shape
+        self.opening = float(env.action_space.high.reshape(-1, 7)[0, 6])
+
+    def reset(self, *, seed: int | None = None) -> None:
+        pass
+
+    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
+        action = np.zeros(self.shape, dtype=np.float32)
+        action[..., 6] = self.opening
+        return action
+
+
+POLICIES.register(
+    "noisy-expert",
+    NoisyExpert,
+    privileged=True,
+    description="expert + seeded Gaussian translation noise (4 mm per frame)",
+)
+POLICIES.register("random", RandomPolicy, privileged=False, description="uniform random actions")
+POLICIES.register("hold", HoldPolicy, privileged=False, description="stand still, gripper open")

@@ -1,0 +1,373 @@
+"""Gymnasium environments: ``splatbench/Cup-v0``, ``splatbench/Tape-v0``, ``splatbench/Pen-v0``.
+
+Usage::
+
+    import gymnasium, bench.sim
+    env = gymnasium.make("splatbench/Cup-v0", scene="path/to/scene_dir")
+    obs, info = env.reset(seed=3)          # initial condition 3 of the fixed grid
+    obs, reward, terminated, truncated, info = env.step(chunk)   # chunk: [32, 7]
+
+Actions (one row, float): ``(dx, dy, dz, rx, ry, rz, opening)`` - a TCP delta pose
+expressed in the current *commanded* TCP frame (metres; rotation vector in
+radians), composed as ``target <- target @ delta`` so tracking error never
+accumulates, plus the absolute gripper opening in metres (0 closed,
+``max_opening`` open). Rows are clipped to the action space. Each row is one
+10 Hz control frame of 50 physics steps of 2 ms; the mocap target moves
+linearly (position) and geodesically (rotation) within the frame.
+
+``control="chunk"`` (default): ``step`` takes a ``[chunk_size, 7]`` chunk and
+executes its first ``execute`` rows (YUBI: chunk 32, execute 16 for Cup and 8
+for Tape/Pen), stopping early on termination; the observation is rendered once
+per ``step`` (chunk rate). ``control="single"``: ``step`` takes one ``[7]`` row.
+
+Observation (``obs_mode="rgb"``): ``wrist_rgb`` uint8 ``[H, W, 3]`` (fisheye,
+Gaussian background composited with MuJoCo objects by depth) and ``proprio``
+float32 ``[8]`` = TCP position (3, m, world), TCP quaternion (4, w x y z),
+finger opening (1, m). ``obs_mode="state"`` renders nothing and returns
+``proprio`` plus ``object_state`` float32 ``[15]`` (actor pose 7, receptacle
+pose 7, attached flag).
+
+Reward: the task's RobotArena-inf progress score in [0, 1]
+(``protocols.progress``) at the last executed frame; ``info["success"]`` is
+the separate, strict success predicate. ``terminated``: success, or a failure
+(object fell through the table or left the workspace; reason in
+``info["failure"]``). ``truncated``: the time limit in frames.
+
+Initial conditions: ``reset(seed=i)`` uses condition ``i`` of the task's fixed
+grid (``options={"condition": i}`` overrides; ``reset()`` without either takes
+the next condition). Physics is deterministic: the same scene, condition and
+actions give identical states and images.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from bench.errors import BenchError
+from bench.sim.config import EnvConfig
+from bench.sim.progress import make_progress_scorer, step_state
+from bench.sim.state import TaskState
+from bench.sim.tasks import TaskSpec, get_task
+from bench.sim.transforms import rotvec_to_mat, slerp_mat
+from bench.sim.world import TableGeometry, World
+
+ACTION_DIM = 7
+PROPRIO_DIM = 8
+
+
+def resolve_scene(scene: Any) -> Any:
+    """A :class:`bench.scene.bundle.SceneBundle` from a bundle, a directory or None."""
+    if scene is None:
+        raise BenchError(
+            "no scene given; pass scene=SCENE_DIR (see `bench scene sample --out DIR`) "
+            "or a SceneBundle"
+        )
+    if isinstance(scene, str | Path):
+        from bench.scene.bundle import load_scene
+
+        return load_scene(scene)
+    if not hasattr(scene, "table") or not hasattr(scene, "background"):
+        raise BenchError(
+            f"scene must be a scene directory or a SceneBundle, got {type(scene).__name__}"
+        )
+    return scene
+
+
+def check_table_registration(
+    scene: Any, table: TableGeometry, *, minimum: int, band: float = 0.03
+) -> int:
+    """Count background Gaussians on the tabletop; too few means the table is out of view.
+
+    A wrong ``world_from_splat`` (wrong scale, flipped axis, offset) moves the
+    reconstructed table away from the simulated one, so the wrist camera would
+    see objects floating over nothing. Returns the count.
+    """
+    means = np.asarray(scene.background.means, dtype=np.float64)
+    if means.size == 0:
+        count = 0
+    else:
+        local = table.to_table_xy(means)
+        half = np.asarray(table.size) / 2
+        on_top = np.all(np.abs(local) <= half, axis=1) & (
+            np.abs(means[:, 2] - table.height) <= band
+        )
+        count = int(on_top.sum())
+    if count < minimum:
+        raise BenchError(
+            f"scene {getattr(scene, 'name', '?')!r}: only {count} background Gaussians lie within "
+            f"{band * 100:.0f} cm of the table top (need >= {minimum}), so the registration "
+            "puts the "
+            "table out of view; fix world_from_splat / the table spec in scene.json "
+            "(or pass min_table_gaussians=0 to skip this check)"
+        )
+    return count
+
+
+class SplatBenchEnv(gym.Env):
+    """One task in one scene (see the module docstring for the full contract).
+
+    Args:
+        task: Task name ("cup", "tape", "pen"); registered ids fix it.
+        scene: Scene directory or :class:`~bench.scene.bundle.SceneBundle`.
+        render_mode: None or "rgb_array" (``render()`` returns the exterior camera view).
+        config: An :class:`EnvConfig`; keyword arguments override its fields.
+        robot: A :class:`~bench.sim.robot.Robot` (default: the floating gripper).
+        **overrides: Any :class:`EnvConfig` field, e.g. ``obs_mode="state"``.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(
+        self,
+        task: str = "cup",
+        scene: Any = None,
+        *,
+        render_mode: str | None = None,
+        config: EnvConfig | None = None,
+        robot: Any = None,
+        **overrides: Any,
+    ) -> None:
+        super().__init__()
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.render_mode = render_mode
+        base = config or EnvConfig(task=task)
+        self.config = (
+            base.replace(task=task, **overrides) if (overrides or task != base.task) else base
+        )
+        self.task: TaskSpec = get_task(self.config.task)
+        self.scene = resolve_scene(scene)
+        self.table = TableGeometry.from_scene_table(self.scene.table)
+        if self.config.background == "gaussian" and self.config.min_table_gaussians > 0:
+            check_table_registration(
+                self.scene, self.table, minimum=self.config.min_table_gaussians
+            )
+        self.world = World(
+            self.task,
+            self.table,
+            robot=robot,
+            grasp=self.config.grasp,
+            physics_dt=self.config.physics_dt,
+        )
+        self.chunk_size = int(self.config.chunk_size or self.task.chunk_size)
+        self.execute = int(self.config.execute or self.task.execute)
+        self.max_frames = int(self.config.max_frames or self.task.max_frames)
+        if self.config.control == "chunk" and self.execute > self.chunk_size:
+            raise ValueError(
+                f"execute ({self.execute}) cannot exceed chunk_size ({self.chunk_size})"
+            )
+        self.action_space = self._make_action_space()
+        self.observation_space = self._make_observation_space()
+        self._progress = make_progress_scorer(
+            self.task, dt=self.config.frame_seconds, max_opening=self.world.robot.max_opening
+        )
+        self._renderer = None
+        self._next_condition = 0
+        self._state: TaskState | None = None
+        self.condition = -1
+
+    # -- spaces ---------------------------------------------------------------------------
+    def _row_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        p, r = self.config.max_delta_pos, self.config.max_delta_rot
+        low = np.array([-p, -p, -p, -r, -r, -r, 0.0], dtype=np.float32)
+        high = np.array([p, p, p, r, r, r, self.world.robot.max_opening], dtype=np.float32)
+        return low, high
+
+    def _make_action_space(self) -> gym.spaces.Box:
+        low, high = self._row_bounds()
+        if self.config.control == "chunk":
+            low, high = np.tile(low, (self.chunk_size, 1)), np.tile(high, (self.chunk_size, 1))
+        return gym.spaces.Box(low=low, high=high, dtype=np.float32)
+
+    def _make_observation_space(self) -> gym.spaces.Dict:
+        spaces: dict[str, gym.spaces.Space] = {
+            "proprio": gym.spaces.Box(-np.inf, np.inf, shape=(PROPRIO_DIM,), dtype=np.float32)
+        }
+        if self.config.obs_mode == "rgb":
+            h, w = self.config.image_size
+            spaces["wrist_rgb"] = gym.spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
+        else:
+            spaces["object_state"] = gym.spaces.Box(-np.inf, np.inf, shape=(15,), dtype=np.float32)
+        return gym.spaces.Dict(spaces)
+
+    # -- gymnasium API ----------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        if "condition" in options:
+            condition = int(options["condition"])
+        elif seed is not None:
+            condition = int(seed)
+        else:
+            condition = self._next_condition
+        if condition < 0:
+            raise ValueError(f"initial condition must be >= 0, got {condition}; use reset(seed=i)")
+        self.condition = condition
+        self._next_condition = condition + 1
+        self.initial_pose = self.task.grid.condition(condition)
+        self.world.reset(self.initial_pose)
+        self._target = self.world.home.copy()
+        self._opening_cmd = self.world.robot.max_opening
+        self._frame = 0
+        self._success_run = 0
+        self._success = False
+        self._failure: str | None = None
+        self._clipped = False
+        if self._progress is not None:
+            self._progress.reset()
+        self._state = self.world.task_state(frame=0)
+        self._progress_value = self._score_progress(self._state)
+        return self._observation(), self._info(executed=0)
+
+    def step(self, action):
+        if self._state is None:
+            raise RuntimeError("call reset() before step()")
+        rows = self._validate_action(action)
+        executed = 0
+        for row in rows:
+            if self._frame >= self.max_frames or self._success or self._failure:
+                break
+            self._run_frame(row)
+            executed += 1
+        terminated = bool(self._success or self._failure)
+        truncated = bool(not terminated and self._frame >= self.max_frames)
+        reward = float(self._progress_value)
+        return self._observation(), reward, terminated, truncated, self._info(executed=executed)
+
+    def render(self):
+        if self.render_mode != "rgb_array":
+            return None
+        return self._get_renderer().render_exterior()
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+    # -- internals ------------------------------------------------------------------------
+    def _validate_action(self, action) -> np.ndarray:  # -> [n, 7] float64, clipped
+        try:
+            arr = np.asarray(action, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"action must be numeric, got {type(action).__name__}") from None
+        expected = (
+            (self.chunk_size, ACTION_DIM) if self.config.control == "chunk" else (ACTION_DIM,)
+        )
+        if arr.shape != expected:
+            hint = (
+                "pass a [chunk_size, 7] chunk or make the env with control='single'"
+                if self.config.control == "chunk"
+                else "pass one [7] row or make the env with control='chunk'"
+            )
+            raise ValueError(
+                f"action has shape {arr.shape}, expected {expected} "
+                f"(dx, dy, dz, rx, ry, rz, opening); {hint}"
+            )
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("action contains NaN or inf; check the policy output")
+        low, high = self._row_bounds()
+        rows = np.atleast_2d(arr)
+        if self.config.control == "chunk":
+            rows = rows[: self.execute]
+        return np.clip(rows, low, high)
+
+    def _run_frame(self, row: np.ndarray) -> None:
+        world, robot = self.world, self.world.robot
+        model, data = world.model, world.data
+        delta = np.eye(4)
+        delta[:3, :3] = rotvec_to_mat(row[3:6])
+        delta[:3, 3] = row[:3]
+        start = self._target
+        goal, clipped = world.clip_target(start @ delta)
+        self._clipped = clipped
+        self._opening_cmd = float(row[6])
+        substeps = self.config.substeps
+        interp = np.eye(4)
+        for k in range(1, substeps + 1):
+            t = k / substeps
+            interp[:3, :3] = slerp_mat(start[:3, :3], goal[:3, :3], t)
+            interp[:3, 3] = (1 - t) * start[:3, 3] + t * goal[:3, 3]
+            opening = world.grasp.update(
+                model,
+                data,
+                commanded_opening=self._opening_cmd,
+                measured_opening=robot.opening(data),
+            )
+            robot.command(data, world_from_tcp=interp, opening=opening)
+            mujoco.mj_step(model, data)
+        self._target = goal
+        self._frame += 1
+        state = world.task_state(frame=self._frame)
+        self._state = state
+        self._failure = world.failure(state)
+        self._success_run = self._success_run + 1 if self.task.success(state) else 0
+        self._success = self._success_run >= self.config.success_hold_frames
+        self._progress_value = self._score_progress(state)
+
+    def _score_progress(self, state: TaskState) -> float:
+        if self._progress is None:
+            return 0.0
+        return float(
+            self._progress.update(step_state(state, max_opening=self.world.robot.max_opening))
+        )
+
+    def _proprio(self) -> np.ndarray:
+        s = self._state
+        return np.concatenate([s.tcp_pos, s.tcp_quat, [s.opening]]).astype(np.float32)
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        obs = {"proprio": self._proprio()}
+        if self.config.obs_mode == "rgb":
+            obs["wrist_rgb"] = self._get_renderer().render_wrist()
+        else:
+            s = self._state
+            parts = [
+                np.concatenate([s.objects[o.name].pos, s.objects[o.name].quat])
+                for o in self.task.objects
+            ]
+            obs["object_state"] = np.concatenate([*parts, [float(s.attached is not None)]]).astype(
+                np.float32
+            )
+        return obs
+
+    def _info(self, *, executed: int) -> dict[str, Any]:
+        s = self._state
+        return {
+            "condition": self.condition,
+            "initial_pose": {
+                "x": self.initial_pose[0],
+                "y": self.initial_pose[1],
+                "yaw_deg": float(np.rad2deg(self.initial_pose[2])),
+            },
+            "frame": self._frame,
+            "frames_executed": executed,
+            "success": self._success,
+            "progress": self._progress_value,
+            "failure": self._failure,
+            "objects": {
+                name: {"pos": o.pos.copy(), "quat": o.quat.copy(), "linvel": o.linvel.copy()}
+                for name, o in s.objects.items()
+            },
+            "contacts": sorted(s.contacts),
+            "grasp": {
+                "mode": self.config.grasp.mode,
+                "attached": s.attached,
+                "opening": s.opening,
+                "commanded_opening": self._opening_cmd,
+            },
+            "tcp_target": self._target.copy(),
+            "target_clipped": self._clipped,
+            "state": s,
+        }
+
+    def _get_renderer(self):
+        if self._renderer is None:
+            from bench.sim.observation import ObservationRenderer
+
+            self._renderer = ObservationRenderer(self.world, self.scene, self.config)
+        return self._renderer

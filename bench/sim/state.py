@@ -1,0 +1,70 @@
+"""The privileged simulator state that success predicates, progress scorers and experts read.
+
+A :class:`TaskState` is a plain snapshot (numpy arrays, strings), detached from
+MuJoCo, so predicates are deterministic pure functions that unit tests can feed
+hand-built positive and negative states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bench.sim.transforms import quat_to_mat
+
+
+@dataclass(frozen=True)
+class ObjectState:
+    """Pose and velocity of one free object in the world frame (metres, radians)."""
+
+    pos: np.ndarray  # [3]
+    quat: np.ndarray  # [4] w, x, y, z
+    linvel: np.ndarray = field(default_factory=lambda: np.zeros(3))  # [3] m/s
+    angvel: np.ndarray = field(default_factory=lambda: np.zeros(3))  # [3] rad/s
+
+    @property
+    def rotation(self) -> np.ndarray:  # [3, 3]
+        return quat_to_mat(self.quat)
+
+    def to_local(self, points: np.ndarray) -> np.ndarray:  # [M, 3] world -> [M, 3] object frame
+        return (np.atleast_2d(points) - self.pos) @ self.rotation
+
+    def to_world(self, points: np.ndarray) -> np.ndarray:  # [M, 3] object frame -> [M, 3] world
+        return np.atleast_2d(points) @ self.rotation.T + self.pos
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """Everything a predicate may look at, at one control frame.
+
+    Attributes:
+        objects: Object name -> its state.
+        contacts: Unordered pairs of touching bodies, each a sorted ``(a, b)`` name tuple
+            ("table" for the tabletop, "left_pad"/"right_pad" for the finger pads).
+        attached: Name of the object welded to the gripper (contact rule), or None.
+        tcp_pos: Tool-centre-point position [3] in metres.
+        tcp_quat: Tool-centre-point orientation [4] (w, x, y, z).
+        opening: Measured finger opening in metres.
+        table_height: z of the tabletop in metres.
+        frame: Control frames executed so far in the episode.
+    """
+
+    objects: dict[str, ObjectState]
+    contacts: frozenset[tuple[str, str]]
+    attached: str | None
+    tcp_pos: np.ndarray
+    tcp_quat: np.ndarray
+    opening: float
+    table_height: float = 0.0
+    frame: int = 0
+
+    def touching(self, a: str, b: str) -> bool:
+        """Whether bodies ``a`` and ``b`` are in contact."""
+        return tuple(sorted((a, b))) in self.contacts
+
+    def held(self, name: str) -> bool:
+        """Whether ``name`` is held: welded, or squeezed by both pads (frictional grasp)."""
+        return self.attached == name or (
+            self.touching(name, "left_pad") and self.touching(name, "right_pad")
+        )

@@ -1,0 +1,291 @@
+"""The MuJoCo world of one task: table, task objects, robot, grasp welds, built with ``MjSpec``.
+
+The model is compiled once per environment; resets only rewrite ``qpos`` (so a
+reset is cheap and the renderer's GL context stays valid). The table is a
+collision box whose top is the bundle's ``TableSpec`` (centre, size, yaw,
+height); it lives in :data:`~bench.sim.objects.TABLE_GROUP`, hidden in the wrist
+observation because the Gaussian background already shows the real table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from bench.errors import BenchError
+from bench.sim.grasp import Grasp, GraspConfig, add_grasp_welds
+from bench.sim.objects import TABLE_GROUP, add_object
+from bench.sim.robot import HAND_BODY, LEFT_PAD, RIGHT_PAD, FloatingGripper, Robot
+from bench.sim.state import ObjectState, TaskState
+from bench.sim.tasks import TaskSpec
+from bench.sim.transforms import mat_to_quat, pose, top_down_mat, yaw_mat
+
+TABLE_THICKNESS = 0.04  # m; only the top face matters
+FELL_THROUGH_DEPTH = 0.03  # m below the table top, inside the footprint -> fell through
+WORKSPACE_MARGIN = 0.10  # m beyond the table edge -> left the workspace
+HOME_HEIGHT = 0.25  # m above the table for the TCP at reset
+TCP_CEILING = 0.6  # m above the table: the TCP target is clipped below this
+
+
+@dataclass(frozen=True)
+class TableGeometry:
+    """Tabletop in the world frame: centre (x, y) m, size (x, y) m, yaw degrees, top height m."""
+
+    center: tuple[float, float]
+    size: tuple[float, float]
+    yaw_deg: float
+    height: float
+
+    @classmethod
+    def from_scene_table(cls, table: object | None) -> TableGeometry:
+        """Read a ``bench.scene.bundle.TableSpec`` (or anything with the same fields)."""
+        if table is None:
+            raise BenchError(
+                "scene bundle has no table spec; add a 'table' entry "
+                "({center, size, yaw_deg, height}) to scene.json"
+            )
+        try:
+            geometry = cls(
+                center=tuple(map(float, table.center)),
+                size=tuple(map(float, table.size)),
+                yaw_deg=float(table.yaw_deg),
+                height=float(table.height),
+            )
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise BenchError(
+                f"scene table spec is malformed ({exc}); it needs center [x, y], "
+                "size [sx, sy], yaw_deg and height"
+            ) from None
+        values = (*geometry.center, *geometry.size, geometry.yaw_deg, geometry.height)
+        if not np.all(np.isfinite(values)) or min(geometry.size) <= 0:
+            raise BenchError(
+                f"scene table spec has non-finite values or a non-positive size: "
+                f"{geometry}; fix scene.json"
+            )
+        return geometry
+
+    @property
+    def yaw(self) -> float:
+        return float(np.deg2rad(self.yaw_deg))
+
+    def world_from_table(self) -> np.ndarray:  # [4, 4]
+        return pose(yaw_mat(self.yaw), np.array([*self.center, self.height]))
+
+    def to_table_xy(self, points: np.ndarray) -> np.ndarray:  # [M, >=2] world -> [M, 2] table frame
+        local = np.atleast_2d(points)[:, :2] - np.asarray(self.center)
+        return local @ yaw_mat(self.yaw)[:2, :2]
+
+
+def check_layout_fits(task: TaskSpec, table: TableGeometry, *, margin: float = 0.02) -> None:
+    """Refuse a table too small for the task's objects at every grid pose."""
+    need_x, need_y = task.required_half_extent()
+    if need_x + margin > table.size[0] / 2 or need_y + margin > table.size[1] / 2:
+        raise BenchError(
+            f"table {table.size[0]:.2f} x {table.size[1]:.2f} m is too small for task "
+            f"{task.name!r} "
+            f"(needs at least {2 * (need_x + margin):.2f} x {2 * (need_y + margin):.2f} m); "
+            "fix the table size in scene.json"
+        )
+
+
+class World:
+    """A compiled MuJoCo world plus the bookkeeping the environment needs.
+
+    Args:
+        task: Task definition.
+        table: Tabletop geometry (world frame).
+        robot: Robot implementation (default: :class:`FloatingGripper`).
+        grasp: Grasp rule settings.
+        physics_dt: Physics time step, seconds.
+    """
+
+    def __init__(
+        self,
+        task: TaskSpec,
+        table: TableGeometry,
+        *,
+        robot: Robot | None = None,
+        grasp: GraspConfig | None = None,
+        physics_dt: float = 0.002,
+    ) -> None:
+        check_layout_fits(task, table)
+        self.task, self.table = task, table
+        self.robot = robot or FloatingGripper()
+        self.grasp_config = grasp or GraspConfig()
+        self.physics_dt = physics_dt
+        self.world_from_table = table.world_from_table()
+        spec = self._build_spec()
+        self.model = spec.compile()
+        self.data = mujoco.MjData(self.model)
+        self.robot.bind(self.model)
+        self.grasp = Grasp(
+            self.model,
+            self.grasp_config,
+            hand_body=HAND_BODY,
+            objects=[task.actor.name],
+            left_pad=LEFT_PAD,
+            right_pad=RIGHT_PAD,
+            finger_kp=getattr(getattr(self.robot, "config", None), "finger_kp", 300.0),
+        )
+        self._object_ids = {
+            o.name: mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, o.name)
+            for o in task.objects
+        }
+        self._object_qpos = {
+            o.name: int(
+                self.model.jnt_qposadr[
+                    mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, f"{o.name}_free")
+                ]
+            )
+            for o in task.objects
+        }
+        self._geom_label = self._label_geoms()
+        self.home = self.home_pose()
+
+    # -- construction ---------------------------------------------------------------------
+    def _build_spec(self) -> mujoco.MjSpec:
+        spec = mujoco.MjSpec()
+        spec.modelname = f"splatbench_{self.task.name}"
+        spec.option.timestep = self.physics_dt
+        spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+        spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+        spec.option.impratio = 10.0  # stiffer friction: pinched objects do not creep
+        spec.visual.global_.offwidth = 1024
+        spec.visual.global_.offheight = 1024
+        spec.visual.quality.shadowsize = 0  # shadows off: they cost ~20x in software GL
+        spec.visual.map.znear = 0.002
+        spec.visual.headlight.ambient = [0.45, 0.45, 0.45]
+        spec.visual.headlight.diffuse = [0.5, 0.5, 0.5]
+        spec.visual.headlight.specular = [0.05, 0.05, 0.05]
+        table = self.table
+        spec.worldbody.add_light(
+            name="sun",
+            pos=[*table.center, table.height + 2.0],
+            dir=[0.2, 0.3, -1],
+            castshadow=False,
+            diffuse=[0.4, 0.4, 0.4],
+            specular=[0.05, 0.05, 0.05],
+        )
+        spec.worldbody.add_geom(
+            name="table",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            group=TABLE_GROUP,
+            size=[table.size[0] / 2, table.size[1] / 2, TABLE_THICKNESS / 2],
+            pos=[*table.center, table.height - TABLE_THICKNESS / 2],
+            quat=[np.cos(table.yaw / 2), 0, 0, np.sin(table.yaw / 2)],
+            friction=[0.8, 0.005, 0.0001],
+            rgba=[0.55, 0.45, 0.35, 1],
+        )
+        x, y, yaw = self.task.grid.condition(0)
+        for obj, (ox, oy, oyaw) in zip(
+            self.task.objects,
+            ((x, y, yaw), (*self.task.receptacle_xy, np.deg2rad(self.task.receptacle_yaw_deg))),
+            strict=True,
+        ):
+            world = self.world_from_table @ np.array([ox, oy, obj.resting_height(), 1.0])
+            add_object(spec.worldbody, obj, pos=world[:3], yaw=oyaw + table.yaw)
+        self.robot.build(spec, home=self.home_pose())
+        add_grasp_welds(
+            spec, hand_body=HAND_BODY, objects=[self.task.actor.name], config=self.grasp_config
+        )
+        return spec
+
+    def home_pose(self) -> np.ndarray:  # [4, 4]
+        """TCP home: above the table centre, pointing down, fingers along the table's x axis."""
+        centre = np.array([*self.table.center, self.table.height + HOME_HEIGHT])
+        return pose(top_down_mat(self.table.yaw), centre)
+
+    def _label_geoms(self) -> list[str]:
+        """Contact label per geom: 'table', 'left_pad', 'right_pad', or its body name."""
+        labels = []
+        for geom in range(self.model.ngeom):
+            name = mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_GEOM, geom) or ""
+            if name in ("table", LEFT_PAD, RIGHT_PAD):
+                labels.append(name)
+            else:
+                body = int(self.model.geom_bodyid[geom])
+                labels.append(
+                    mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_BODY, body) or "world"
+                )
+        return labels
+
+    # -- runtime --------------------------------------------------------------------------
+    def reset(self, actor_xy_yaw: tuple[float, float, float], *, settle_steps: int = 100) -> None:
+        """Put the actor at a table-frame (x, y, yaw), everything else at its home, and settle."""
+        model, data = self.model, self.data
+        mujoco.mj_resetData(model, data)
+        self.grasp.reset(data)
+        rec = (*self.task.receptacle_xy, np.deg2rad(self.task.receptacle_yaw_deg))
+        for obj, (ox, oy, oyaw) in zip(self.task.objects, (actor_xy_yaw, rec), strict=True):
+            world = self.world_from_table @ np.array([ox, oy, obj.resting_height(), 1.0])
+            adr = self._object_qpos[obj.name]
+            yaw = oyaw + self.table.yaw
+            data.qpos[adr : adr + 3] = world[:3]
+            data.qpos[adr + 3 : adr + 7] = [np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)]
+        self.robot.reset(data, world_from_tcp=self.home, opening=self.robot.max_opening)
+        mujoco.mj_forward(model, data)
+        for _ in range(settle_steps):
+            mujoco.mj_step(model, data)
+
+    def contacts(self) -> frozenset[tuple[str, str]]:
+        """Sorted label pairs of all current contacts."""
+        if self.data.ncon == 0:
+            return frozenset()
+        pairs = set()
+        for g1, g2 in self.data.contact.geom:
+            a, b = self._geom_label[g1], self._geom_label[g2]
+            if a != b:
+                pairs.add((a, b) if a < b else (b, a))
+        return frozenset(pairs)
+
+    def object_state(self, name: str) -> ObjectState:
+        body = self._object_ids[name]
+        velocity = np.zeros(6)
+        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_BODY, body, velocity, 0)
+        return ObjectState(
+            pos=self.data.xpos[body].copy(),
+            quat=self.data.xquat[body].copy(),
+            linvel=velocity[3:].copy(),
+            angvel=velocity[:3].copy(),
+        )
+
+    def task_state(self, frame: int = 0) -> TaskState:
+        tcp = self.robot.tcp_pose(self.data)
+        return TaskState(
+            objects={o.name: self.object_state(o.name) for o in self.task.objects},
+            contacts=self.contacts(),
+            attached=self.grasp.attached_name,
+            tcp_pos=tcp[:3, 3].copy(),
+            tcp_quat=mat_to_quat(tcp[:3, :3]),
+            opening=self.robot.opening(self.data),
+            table_height=self.table.height,
+            frame=frame,
+        )
+
+    def failure(self, state: TaskState) -> str | None:
+        """Why the episode cannot continue, or None: an object fell through the table / left."""
+        half = np.asarray(self.table.size) / 2
+        for name, obj in state.objects.items():
+            if not np.all(np.isfinite(obj.pos)):
+                return f"physics_diverged:{name}"
+            local = self.table.to_table_xy(obj.pos)[0]
+            on_footprint = bool(np.all(np.abs(local) <= half))
+            below = obj.pos[2] < self.table.height - FELL_THROUGH_DEPTH
+            if on_footprint and below:
+                return f"fell_through_table:{name}"
+            if not np.all(np.abs(local) <= half + WORKSPACE_MARGIN) or below:
+                return f"left_workspace:{name}"
+        return None
+
+    def clip_target(self, world_from_tcp: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Clip a TCP target into the workspace box above the table; returns (target, clipped)."""
+        local = np.linalg.inv(self.world_from_table) @ np.append(world_from_tcp[:3, 3], 1.0)
+        half = np.asarray(self.table.size) / 2 + WORKSPACE_MARGIN
+        low = np.array([-half[0], -half[1], 0.005])
+        high = np.array([half[0], half[1], TCP_CEILING])
+        clipped = np.clip(local[:3], low, high)
+        out = world_from_tcp.copy()
+        out[:3, 3] = (self.world_from_table @ np.append(clipped, 1.0))[:3]
+        return out, bool(np.any(clipped != local[:3]))
