@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     if lpips_scorer is not None:
         extra["lpips_backbone_weights"] = lpips_scorer.weights_source
     params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-              if k not in ("func",)}
+              if k not in ("func", "overwrite", "no_progress")}  # these do not change results
     params["metrics"] = names
     params["view_protocol"] = protocol
     manifest = make_manifest(
