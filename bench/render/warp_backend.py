@@ -50,6 +50,7 @@ _ALPHA_MIN = wp.constant(K.ALPHA_MIN)
 _T_MIN = wp.constant(K.TRANSMITTANCE_MIN)
 _NEAR = wp.constant(K.NEAR_PLANE)
 _FAR = wp.constant(K.FAR_PLANE)
+_SPAN_MARGIN = wp.constant(0.05)  # px of slack on the analytic alpha >= ALPHA_MIN span
 _MODEL_IDS = {"pinhole": 0, "fisheye": 1}
 _mat23 = wp.types.matrix(shape=(2, 3), dtype=wp.float32)  # projection Jacobian
 
@@ -285,7 +286,7 @@ def _raster_kernel(
     acc_color: wp.array(dtype=wp.vec3),  # [H * W] scratch
     acc_depth: wp.array(dtype=float),
     trans: wp.array(dtype=float),
-    done: wp.array(dtype=wp.int32),
+    row_left: wp.array(dtype=wp.int32),  # [H * tiles_x]
     out_rgb: wp.array(dtype=wp.vec3),
     out_depth: wp.array(dtype=float),
     out_alpha: wp.array(dtype=float),
@@ -297,18 +298,22 @@ def _raster_kernel(
     py0 = ty * tile_size
     px1 = wp.min(px0 + tile_size, width)
     py1 = wp.min(py0 + tile_size, height)
+    # trans[i] holds the pixel's transmittance T, negated (-T) once the pixel is done, so a
+    # single load tells both. row_left counts the pixels still open in each row of the tile.
     remaining = int(0)  # noqa: UP018
     for py in range(py0, py1):
+        left = int(0)  # noqa: UP018
         for px in range(px0, px1):
             i = py * width + px
             acc_color[i] = wp.vec3(0.0, 0.0, 0.0)
             acc_depth[i] = 0.0
-            trans[i] = 1.0
             if valid[i] != 0:
-                done[i] = 0
-                remaining += 1
+                trans[i] = 1.0
+                left += 1
             else:
-                done[i] = 1
+                trans[i] = -1.0
+        row_left[py * tiles_x + tx] = left
+        remaining += left
     for n in range(tile_start[tile], tile_start[tile + 1]):
         if remaining == 0:
             break
@@ -327,11 +332,28 @@ def _raster_kernel(
         o = s_opacity[k]
         col = s_color[k]
         dep = s_depth[k]
+        # Per row, only the x-span where power <= level (alpha >= ALPHA_MIN) can contribute:
+        # solve 0.5 q0 dx^2 + q1 dy dx + 0.5 q2 dy^2 - level = 0 for dx = mean_x - pixel_x.
+        level = wp.log(o / _ALPHA_MIN)
+        qa = 0.5 * q[0]
         for py in range(cy0, cy1):
+            row = py * tiles_x + tx
+            if row_left[row] == 0:
+                continue
             dy = m[1] - (float(py) + 0.5)
-            for px in range(cx0, cx1):
+            qb = q[1] * dy
+            disc = qb * qb - 4.0 * qa * (0.5 * q[2] * dy * dy - level)
+            if disc < 0.0:
+                continue
+            root = wp.sqrt(disc)
+            lo = m[0] - (-qb + root) / (2.0 * qa) - 0.5 - _SPAN_MARGIN
+            hi = m[0] - (-qb - root) / (2.0 * qa) - 0.5 + _SPAN_MARGIN
+            rx0 = wp.max(cx0, int(wp.ceil(lo)))
+            rx1 = wp.min(cx1, int(wp.floor(hi)) + 1)
+            for px in range(rx0, rx1):
                 i = py * width + px
-                if done[i] != 0:
+                t = trans[i]
+                if t < 0.0:
                     continue
                 dx = m[0] - (float(px) + 0.5)
                 power = 0.5 * (q[0] * dx * dx + q[2] * dy * dy) + q[1] * dx * dy
@@ -340,10 +362,10 @@ def _raster_kernel(
                 alpha = wp.min(_ALPHA_MAX, o * wp.exp(-power))
                 if alpha < _ALPHA_MIN:
                     continue
-                t = trans[i]
                 t_next = t * (1.0 - alpha)
                 if t_next < _T_MIN:
-                    done[i] = 1
+                    trans[i] = -t
+                    row_left[row] -= 1
                     remaining -= 1
                     continue
                 w = alpha * t
@@ -353,7 +375,7 @@ def _raster_kernel(
     for py in range(py0, py1):
         for px in range(px0, px1):
             i = py * width + px
-            t = trans[i]
+            t = wp.abs(trans[i])
             a = 1.0 - t
             out_rgb[i] = acc_color[i] + background * t
             out_alpha[i] = a
@@ -423,7 +445,7 @@ class _ImageBuffers:
         self.acc_color = wp.zeros(p, dtype=wp.vec3, device=DEVICE)
         self.acc_depth = wp.zeros(p, dtype=float, device=DEVICE)
         self.trans = wp.zeros(p, dtype=float, device=DEVICE)
-        self.done = wp.zeros(p, dtype=wp.int32, device=DEVICE)
+        self.row_left = wp.zeros(height * self.tiles_x, dtype=wp.int32, device=DEVICE)
         self.rgb = wp.zeros(p, dtype=wp.vec3, device=DEVICE)
         self.depth = wp.zeros(p, dtype=float, device=DEVICE)
         self.alpha = wp.zeros(p, dtype=float, device=DEVICE)
@@ -529,7 +551,7 @@ def render_cpu(
             img.tile_start, arr.isect, arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth,
             arr.s_color, arr.s_opacity, width, height, tile_size, img.tiles_x,
             wp.vec3(*(float(b) for b in background)), img.valid, img.acc_color, img.acc_depth,
-            img.trans, img.done, img.rgb, img.depth, img.alpha,
+            img.trans, img.row_left, img.rgb, img.depth, img.alpha,
         ],
     )
     return RenderOutput(
