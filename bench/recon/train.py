@@ -27,9 +27,12 @@ What a user of gsplat's ``simple_trainer`` gets here:
   every 100 steps in (500, 15000). Not ported: ``absgrad``, ``revised_opacity``, the 2D
   screen-size rules (off by default in gsplat), packed mode, and gsplat's opacity reset at
   step 0. Added: ``max_gaussians`` caps growth on CPU (highest gradients first).
-- **Determinism** on CPU: ``torch.manual_seed``, ``torch.use_deterministic_algorithms``,
-  a fixed thread count and a seeded ``numpy`` generator for the view order, so the same
-  inputs and seed give byte-identical PLY and log files on one machine.
+- **Determinism** on CPU: a seeded ``torch.Generator`` for the split samples,
+  ``torch.use_deterministic_algorithms`` and ``--threads`` while training (both restored
+  afterwards), and a seeded ``numpy`` generator for the view order and the random init, so
+  the same inputs and seed give byte-identical PLY and log files on one machine. On CUDA
+  ``torch.manual_seed(seed)`` seeds gsplat's split sampling; GPU atomics make runs close
+  but not bit-identical.
 
 The CPU path renders with :func:`bench.render.torch_raster.rasterize` (a differentiable
 pure-torch tile rasterizer); it is practical for <= 50k Gaussians and <= 128 x 128 images
@@ -352,6 +355,15 @@ def _make_params(splats: GaussianSplats, device: str):
     })
 
 
+def means_lr_at(step: int, config: TrainConfig, scale: float) -> float:
+    """Learning rate of the means after ``step`` steps (exponential decay).
+
+    ``means_lr * scale`` at step 0 down to ``means_lr_final * scale`` at step ``iters``.
+    """
+    ratio = config.means_lr_final / config.means_lr
+    return config.means_lr * scale * ratio ** (min(step, config.iters) / config.iters)
+
+
 def _make_optimizers(params, config: TrainConfig, scale: float) -> dict[str, Any]:
     import torch
 
@@ -598,7 +610,6 @@ def train(
         A :class:`TrainResult` (Gaussians in the capture frame + the training log).
     """
     import torch
-    from tqdm import tqdm
 
     config.validate()
     backend = resolve_backend(config.backend)
@@ -608,18 +619,31 @@ def train(
             raise BenchError(f"view {view.id!r} has a {view.camera.model} camera; training needs "
                              "pinhole views (reproject fisheye frames with bench.recon.reproject)")
     device = "cuda" if backend == "gsplat" else "cpu"
-    if backend == "cpu":
-        torch.use_deterministic_algorithms(True)
-        if config.threads is not None:
-            torch.set_num_threads(config.threads)
-    torch.manual_seed(config.seed)
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    threads = torch.get_num_threads()
+    try:  # process-wide torch settings are restored afterwards
+        if backend == "cpu":
+            torch.use_deterministic_algorithms(True)
+            if config.threads is not None:
+                torch.set_num_threads(config.threads)
+        return _train_loop(manifest, views, config, backend, device, init, show_progress)
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic)
+        torch.set_num_threads(threads)
+
+
+def _train_loop(manifest, views, config, backend, device, init, show_progress) -> TrainResult:
+    import torch
+    from tqdm import tqdm
+
+    if backend == "gsplat":  # gsplat's split draws from torch's global generator
+        torch.manual_seed(config.seed)
     generator = torch.Generator(device=device).manual_seed(config.seed)
     scale = scene_scale(views)
     splats = init if init is not None else random_seed_splats(views, config=config, scale=scale)
     splats = _with_sh_degree(splats, config.sh_degree)
     params = _make_params(splats, device)
     optimizers = _make_optimizers(params, config, scale)
-    gamma = (config.means_lr_final / config.means_lr) ** (1.0 / config.iters)
     if backend == "gsplat":
         from gsplat.strategy import DefaultStrategy
 
@@ -681,7 +705,7 @@ def train(
         for optimizer in optimizers.values():
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        optimizers["means"].param_groups[0]["lr"] *= gamma
+        optimizers["means"].param_groups[0]["lr"] = means_lr_at(step + 1, config, scale)
         if config.densify:
             strategy.step_post_backward(params, optimizers, state, step, info)
         if (step + 1) % config.eval_every == 0 or step + 1 == config.iters:

@@ -1,0 +1,243 @@
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from skimage.metrics import structural_similarity
+
+from bench.cli import main
+from bench.recon.capture import CaptureManifest
+from bench.recon.synthetic import make_synthetic_capture
+from bench.recon.train import (
+    PARAM_NAMES,
+    SimpleDensifier,
+    TrainConfig,
+    _make_optimizers,
+    _make_params,
+    load_seed,
+    means_lr_at,
+    photometric_loss,
+    splats_from_points,
+    ssim_map,
+    train,
+)
+from bench.scene.gaussians import SH_C0
+from bench.scene.ply import read_ply
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    return make_synthetic_capture(tmp_path_factory.mktemp("cap"), size=32, num_views=12,
+                                  num_test=3, num_gaussians=1000, seed=0)
+
+
+def test_ssim_matches_scikit_image_away_from_the_border():
+    # 3DGS zero-pads; scikit-image crops the 5-px border. Interiors must agree
+    # (Gaussian window sigma 1.5, truncate 3.5 -> 11 px; population covariance).
+    rng = np.random.default_rng(0)
+    a = rng.random((40, 36, 3))
+    b = np.clip(a + rng.normal(0, 0.1, a.shape), 0, 1)
+    ref = structural_similarity(a, b, channel_axis=2, gaussian_weights=True, sigma=1.5,
+                                use_sample_covariance=False, data_range=1.0, full=True)[1]
+    ours = ssim_map(torch.tensor(a).permute(2, 0, 1)[None],
+                    torch.tensor(b).permute(2, 0, 1)[None])[0].permute(1, 2, 0).numpy()
+    np.testing.assert_allclose(ours[5:-5, 5:-5], ref[5:-5, 5:-5], atol=1e-10)
+
+
+def test_loss_is_point_eight_l1_plus_point_two_dssim():
+    rng = np.random.default_rng(1)
+    a = torch.tensor(rng.random((24, 24, 3)))
+    b = torch.tensor(rng.random((24, 24, 3)))
+    loss, l1, ssim = photometric_loss(a, b)
+    assert float(loss) == pytest.approx(0.8 * float(l1) + 0.2 * (1 - float(ssim)))
+    zero, _, _ = photometric_loss(a, a)
+    assert float(zero) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_splats_from_points_uses_nearest_neighbour_scale_and_point_colour():
+    grid = np.stack(np.meshgrid(*[np.arange(4.0)] * 3), -1).reshape(-1, 3)  # unit spacing
+    colors = np.tile([[0.2, 0.5, 0.9]], (len(grid), 1))
+    splats = splats_from_points(grid, colors, sh_degree=2)
+    # every grid point has >= 3 neighbours at distance 1 -> RMS 1 -> log-scale 0
+    np.testing.assert_allclose(splats.log_scales, 0.0, atol=1e-6)
+    np.testing.assert_allclose(splats.sh_dc * SH_C0 + 0.5, colors, atol=1e-6)
+    np.testing.assert_allclose(splats.opacities(), 0.1, atol=1e-6)
+    assert splats.sh_rest.shape == (64, 8, 3)
+    np.testing.assert_array_equal(splats.quats, np.tile([1, 0, 0, 0], (64, 1)))
+
+
+def test_means_learning_rate_decays_from_gsplat_initial_to_final():
+    cfg = TrainConfig(iters=1000)
+    assert means_lr_at(0, cfg, 2.0) == pytest.approx(1.6e-4 * 2.0)
+    assert means_lr_at(1000, cfg, 2.0) == pytest.approx(1.6e-6 * 2.0)
+    assert means_lr_at(500, cfg, 2.0) == pytest.approx(1.6e-5 * 2.0)  # geometric midpoint
+    splats = splats_from_points(np.random.default_rng(0).random((10, 3)))
+    params = _make_params(splats, "cpu")
+    opt = _make_optimizers(params, cfg, 2.0)
+    lrs = {k: o.param_groups[0]["lr"] for k, o in opt.items()}
+    assert lrs == pytest.approx({"means": 3.2e-4, "scales": 5e-3, "quats": 1e-3,
+                                 "opacities": 5e-2, "sh0": 2.5e-3, "shN": 2.5e-3 / 20})
+
+
+def test_densifier_duplicates_splits_and_prunes_by_default_strategy_rules():
+    cfg = TrainConfig(refine_start_iter=0, refine_every=1, reset_every=10_000)
+    splats = splats_from_points(np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1.0]]))
+    log_scales = np.log(np.array([[0.005] * 3, [0.5] * 3, [0.005] * 3, [0.005] * 3]))
+    opac = np.array([2.0, 2.0, 2.0, -8.0])  # the last one has opacity < 0.005
+    splats = splats.replace(log_scales=log_scales.astype(np.float32),
+                            opacity_logits=opac.astype(np.float32))
+    params = _make_params(splats, "cpu")
+    optimizers = _make_optimizers(params, cfg, 1.0)
+    # one Adam step so that moments exist and must be carried over
+    sum(p.sum() for p in params.values()).backward()
+    for o in optimizers.values():
+        o.step()
+        o.zero_grad()
+    densifier = SimpleDensifier(cfg, generator=torch.Generator().manual_seed(0))
+    state = densifier.initialize_state(scene_scale=1.0)
+    means2d = torch.zeros(4, 2, requires_grad=True)
+    # NDC gradient = pixel gradient * W/2 (W = H = 100): 1e-5 * 50 = 5e-4 > 2e-4 for 0 and 1
+    means2d.grad = torch.tensor([[1e-5, 0.0], [0.0, 1e-5], [1e-6, 0.0], [0.0, 0.0]])
+    info = {"means2d": means2d, "radii": torch.tensor([3, 3, 3, 3]), "width": 100,
+            "height": 100, "n_cameras": 1}
+    big = float(torch.exp(params["scales"][1].detach()).max())  # after the Adam step above
+    densifier.step_post_backward(params, optimizers, state, 1, info)
+    # 0 duplicated (small), 1 split into two (large, removed), 3 pruned: 4 + 1 + 2 - 1 - 1
+    assert len(params["means"]) == 5
+    scales = torch.exp(params["scales"]).max(dim=1).values
+    assert torch.isclose(scales, torch.tensor(big / 1.6)).sum() == 2
+    assert (torch.sigmoid(params["opacities"]) >= 0.005).all()
+    for name in PARAM_NAMES:
+        state_n = optimizers[name].state[params[name]]
+        assert state_n["exp_avg"].shape == params[name].shape
+        assert optimizers[name].param_groups[0]["params"][0] is params[name]
+
+
+def test_cpu_trainer_gains_3_db_on_held_out_views(capture):
+    manifest = CaptureManifest.load(capture.manifest_path)
+    cfg = TrainConfig(iters=300, eval_every=100, threads=1, seed=0)
+    result = train(manifest, config=cfg, init=load_seed(capture.seed_path, config=cfg))
+    first, last = result.log[0], result.log[-1]
+    assert last["step"] == 300
+    assert last["test_l1"] < first["test_l1"]
+    assert last["test_psnr"] - first["test_psnr"] >= 3.0, result.log
+    assert set(result.train_view_ids).isdisjoint(v.id for v in manifest.test_views)
+
+
+def run(argv, capsys):
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_train_is_deterministic_and_carries_registration(capture, tmp_path, capsys):
+    from bench.scene.bundle import SceneBundle, TableSpec, load_scene, save_scene
+
+    angle = math.radians(30)
+    reg = np.array([[2 * math.cos(angle), -2 * math.sin(angle), 0, 0.1],
+                    [2 * math.sin(angle), 2 * math.cos(angle), 0, -0.2],
+                    [0, 0, 2, 0.3], [0, 0, 0, 1]])
+    corners = np.array([[-1, -1, -1], [1, 1, 1], [1, -1, -1.0]])
+    ref = SceneBundle("ref", splats_from_points(corners), world_from_splat=reg,
+                      table=TableSpec(center=(0, 0), size=(1, 1), yaw_deg=0, height=0))
+    save_scene(ref, tmp_path / "ref")
+    common = ["--manifest", capture.manifest_path, "--init", capture.seed_path, "--iters", 20,
+              "--seed", 3, "--threads", 1, "--eval-every", 10, "--quiet", "--name", "synth"]
+    for name in ("a", "b"):
+        code, out, err = run(["train", *common, "--out", tmp_path / name], capsys)
+        assert code == 0, err
+    for file in ("background.ply", "train_log.csv", "train_manifest.json", "scene.json"):
+        assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes(), file
+    code, _, err = run(["train", *common, "--out", tmp_path / "c", "--scene", tmp_path / "ref"],
+                       capsys)
+    assert code == 0, err
+    bundle = load_scene(tmp_path / "c")
+    np.testing.assert_allclose(bundle.world_from_splat, reg)
+    assert bundle.table is not None
+    # the trained Gaussians are stored in the splat frame, identical to the unregistered run
+    np.testing.assert_array_equal(read_ply(tmp_path / "c" / "background.ply").means,
+                                  read_ply(tmp_path / "a" / "background.ply").means)
+    log = (tmp_path / "a" / "train_log.csv").read_text().splitlines()
+    assert log[0] == "step,train_loss,test_l1,test_psnr,num_gaussians" and len(log) == 4
+    manifest = json.loads((tmp_path / "a" / "train_manifest.json").read_text())
+    assert manifest["tool"] == "train/1" and manifest["counts"]["train_views"] == 12
+
+
+def test_cli_coverage_plan_and_training_on_it(capture, tmp_path, capsys):
+    code, out, err = run(["coverage", "plan", "--manifest", capture.manifest_path, "--mode",
+                          "contiguous", "--fraction", 0.25, "--seed", 0, "--out",
+                          tmp_path / "plan.json"], capsys)
+    assert code == 0, err
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert len(plan["kept"]) == 9  # 12 - round_half_up(0.25 * 12) = 12 - 3
+    code, out, err = run(["train", "--manifest", capture.manifest_path, "--plan",
+                          tmp_path / "plan.json", "--out", tmp_path / "s", "--iters", 2,
+                          "--init", capture.seed_path, "--quiet"], capsys)
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "s" / "train_manifest.json").read_text())
+    assert sorted(manifest["train_view_ids"]) == sorted(f"{f}/forward" for f in plan["kept"])
+
+
+def assert_one_line_error(code, err, command):
+    assert code == 2
+    assert err.startswith(f"bench {command}: error: ") and err.count("\n") == 1, err
+
+
+def test_cli_bad_inputs_exit_2_with_one_line_and_write_nothing(capture, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "out"
+    # a plan made for other frames
+    from perturbations.coverage import make_plan
+
+    make_plan([f"x{i}" for i in range(12)], "random").save(tmp_path / "alien.json")
+    code, _, err = run(["train", "--manifest", capture.manifest_path, "--plan",
+                        tmp_path / "alien.json", "--out", out, "--iters", 1], capsys)
+    assert_one_line_error(code, err, "train")
+    assert "does not have" in err and not out.exists()
+    # fraction outside [0, 1)
+    code, _, err = run(["coverage", "plan", "--manifest", capture.manifest_path, "--mode",
+                        "random", "--fraction", 1.0, "--out", tmp_path / "p.json"], capsys)
+    assert_one_line_error(code, err, "coverage plan")
+    assert "[0, 1)" in err and not (tmp_path / "p.json").exists()
+    # empty manifest
+    data = json.loads(capture.manifest_path.read_text())
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(dict(data, frames=[], views=[])))
+    code, _, err = run(["train", "--manifest", empty, "--out", out, "--iters", 1], capsys)
+    assert_one_line_error(code, err, "train")
+    assert "empty" in err and not out.exists()
+    # mixed image sizes
+    mixed = tmp_path / "mixed"
+    shutil.copytree(capture.manifest_path.parent, mixed)
+    import cv2
+
+    view = data["views"][4]
+    cv2.imwrite(str(mixed / view["image"]), np.zeros((16, 16, 3), np.uint8))
+    data["views"][4]["camera"] = dict(view["camera"], width=16, height=16, cx=8.0, cy=8.0)
+    (mixed / "capture.json").write_text(json.dumps(data))
+    code, _, err = run(["train", "--manifest", mixed / "capture.json", "--out", out,
+                        "--iters", 1], capsys)
+    assert_one_line_error(code, err, "train")
+    assert "mixed sizes" in err and not out.exists()
+    code, _, err = run(["coverage", "plan", "--manifest", mixed / "capture.json", "--mode",
+                        "random", "--out", tmp_path / "p.json"], capsys)
+    assert_one_line_error(code, err, "coverage plan")
+    # existing output directory
+    out.mkdir()
+    code, _, err = run(["train", "--manifest", capture.manifest_path, "--out", out,
+                        "--iters", 1], capsys)
+    assert_one_line_error(code, err, "train")
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gsplat_backend_gains_3_db(capture):
+    pytest.importorskip("gsplat")
+    manifest = CaptureManifest.load(capture.manifest_path)
+    cfg = TrainConfig(iters=300, eval_every=100, backend="gsplat")
+    result = train(manifest, config=cfg, init=load_seed(capture.seed_path, config=cfg))
+    assert result.backend == "gsplat"
+    assert result.log[-1]["test_psnr"] - result.log[0]["test_psnr"] >= 3.0, result.log
