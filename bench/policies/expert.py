@@ -85,6 +85,7 @@ class ScriptedExpert:
         self.max_opening = env.world.robot.max_opening
         self.chunk_size = env.chunk_size if env.config.control == "chunk" else 1
         self.seed = seed
+        self._close_frames = 0
 
     def reset(self, *, seed: int | None = None) -> None:
         self._close_frames = 0

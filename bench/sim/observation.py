@@ -1,0 +1,254 @@
+"""Observation rendering: Gaussian background + MuJoCo objects, composited per pixel by depth.
+
+Wrist view (YUBI): the fisheye camera rides on the gripper. MuJoCo renders only
+pinhole views, so the robot and task objects are drawn into cube faces at the
+camera centre and remapped to the fisheye with :func:`bench.render.fisheye.render_cubemap`
+- the same remap the Gaussian renderer uses, fed a MuJoCo "backend" - which
+also turns face z-depth into distance along the ray (the fisheye depth
+convention). The background Gaussians are drawn by :func:`bench.render.render`
+(``fisheye_mode`` "cubemap" or "direct") and the two are merged by
+:func:`bench.render.composite`. The MuJoCo table (geom group 3) is hidden in
+these passes: the reconstructed table is part of the background.
+
+MuJoCo runs headless through EGL (``MUJOCO_GL=egl``; software GL works without
+a GPU). Shadows and reflections are off (shadows cost ~20x in software GL).
+
+Every ``render_*`` call adds its wall time to :attr:`ObservationRenderer.timings`
+(keys ``mujoco``, ``gaussians``, ``composite``) for the benchmark breakdown.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import defaultdict
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from bench.render.output import RenderOutput
+from bench.scene.cameras import Camera, look_at
+from bench.sim.config import EnvConfig
+from bench.sim.objects import TABLE_GROUP
+from bench.sim.world import World
+
+RENDER_CAMERA = "render_cam"
+_CV_TO_MJ = np.diag([1.0, -1.0, -1.0])  # OpenCV camera axes -> MuJoCo camera axes
+
+
+def _ensure_headless_gl() -> None:
+    """Default to EGL when no GL backend is chosen (headless servers, CI)."""
+    if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+        os.environ["MUJOCO_GL"] = "egl"
+        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+
+
+class MujocoPinhole:
+    """Offscreen MuJoCo renderer for pinhole views at arbitrary OpenCV poses.
+
+    Uses one model camera (``render_cam``) whose world pose and vertical field of
+    view are overwritten before each draw, and reads colour and depth from the
+    same draw.
+
+    Args:
+        model: The compiled model (must contain the ``render_cam`` camera).
+        max_size: Largest (height, width) that will be rendered.
+    """
+
+    def __init__(self, model: mujoco.MjModel, max_size: tuple[int, int]) -> None:
+        _ensure_headless_gl()
+        self.model = model
+        h, w = max_size
+        if h > model.vis.global_.offheight or w > model.vis.global_.offwidth:
+            raise ValueError(
+                f"render size {w}x{h} exceeds the model's offscreen buffer "
+                f"{model.vis.global_.offwidth}x{model.vis.global_.offheight}"
+            )
+        self._gl = mujoco.GLContext(w, h)
+        self._gl.make_current()
+        self._context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)
+        self._scene = mujoco.MjvScene(model, maxgeom=2000)
+        self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
+        self._scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
+        self._scene.flags[mujoco.mjtRndFlag.mjRND_SKYBOX] = 0
+        self._camera = mujoco.MjvCamera()
+        self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        self._camera.fixedcamid = mujoco.mj_name2id(
+            model, mujoco.mjtObj.mjOBJ_CAMERA, RENDER_CAMERA
+        )
+        if self._camera.fixedcamid < 0:
+            raise ValueError(f"model has no '{RENDER_CAMERA}' camera")
+        self.options = mujoco.MjvOption()
+        for group in range(len(self.options.geomgroup)):
+            self.options.geomgroup[group] = 1 if group < 3 else 0
+        self.options.sitegroup[:] = 0
+
+    def show_table(self, visible: bool) -> None:
+        self.options.geomgroup[TABLE_GROUP] = 1 if visible else 0
+
+    def render(self, data: mujoco.MjData, camera: Camera) -> RenderOutput:
+        """Colour, camera-z depth (inf where empty) and coverage of a centred pinhole ``camera``."""
+        if camera.model != "pinhole":
+            raise ValueError("MujocoPinhole renders pinhole cameras only; remap for fisheye")
+        h, w = camera.height, camera.width
+        if not (
+            math.isclose(camera.cx, w / 2)
+            and math.isclose(camera.cy, h / 2)
+            and math.isclose(camera.fx, camera.fy)
+        ):
+            raise ValueError("MuJoCo cameras need a centred principal point and square pixels")
+        cam_id = self._camera.fixedcamid
+        pose = camera.world_from_camera
+        data.cam_xpos[cam_id] = pose[:3, 3]
+        data.cam_xmat[cam_id] = (pose[:3, :3] @ _CV_TO_MJ).reshape(9)
+        self.model.cam_fovy[cam_id] = math.degrees(2.0 * math.atan(0.5 * h / camera.fy))
+        mujoco.mjv_updateScene(
+            self.model,
+            data,
+            self.options,
+            None,
+            self._camera,
+            mujoco.mjtCatBit.mjCAT_ALL,
+            self._scene,
+        )
+        viewport = mujoco.MjrRect(0, 0, w, h)
+        mujoco.mjr_render(viewport, self._scene, self._context)
+        rgb = np.empty((h, w, 3), dtype=np.uint8)
+        zbuf = np.empty((h, w), dtype=np.float32)
+        mujoco.mjr_readPixels(rgb, zbuf, viewport, self._context)
+        rgb, zbuf = rgb[::-1], zbuf[::-1]  # OpenGL rows start at the bottom
+        extent = self.model.stat.extent
+        near, far = self.model.vis.map.znear * extent, self.model.vis.map.zfar * extent
+        hit = zbuf < 1.0
+        with np.errstate(divide="ignore"):
+            depth = np.where(hit, near / (1.0 - zbuf * (1.0 - near / far)), np.inf)
+        alpha = hit.astype(np.float32)
+        colour = rgb.astype(np.float32) / 255.0 * alpha[..., None]
+        return RenderOutput(
+            colour,
+            depth.astype(np.float32),
+            alpha,
+            np.ones((h, w), bool),
+            background=(0.0, 0.0, 0.0),
+        )
+
+    def render_backend(self, data: mujoco.MjData):
+        """A ``bench.render``-style pinhole backend ``f(splats, camera, *, background, sh_degree)``."""
+
+        def backend(
+            _splats: Any, camera: Camera, *, background=(0.0, 0.0, 0.0), sh_degree=None
+        ) -> RenderOutput:
+            return self.render(data, camera)
+
+        return backend
+
+    def close(self) -> None:
+        if self._gl is not None:
+            self._context.free()
+            self._gl.free()
+            self._gl = None
+
+
+def mesh_layers(mesh: RenderOutput) -> tuple[np.ndarray, np.ndarray]:
+    """Unpremultiplied mesh colour [H, W, 3] and depth [H, W] (inf where coverage < 1/2)."""
+    covered = mesh.alpha >= 0.5
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rgb = np.where(covered[..., None], mesh.rgb / np.maximum(mesh.alpha, 1e-6)[..., None], 0.0)
+    depth = np.where(covered, mesh.depth, np.inf)
+    return np.clip(rgb, 0.0, 1.0).astype(np.float32), depth.astype(np.float32)
+
+
+def to_uint8(rgb: np.ndarray) -> np.ndarray:  # [H, W, 3] float -> uint8
+    return (np.clip(rgb, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+
+
+class ObservationRenderer:
+    """Wrist fisheye and exterior views of a :class:`World` over a scene's background.
+
+    Args:
+        world: The simulated world.
+        scene: The scene bundle (its ``background`` Gaussians are in the world frame).
+        config: Environment config (image sizes, fisheye field of view and mode, backend).
+    """
+
+    def __init__(self, world: World, scene: Any, config: EnvConfig) -> None:
+        self.world, self.scene, self.config = world, scene, config
+        h, w = config.image_size
+        self.wrist = Camera.equidistant_fisheye(
+            w, h, fov_deg=config.fisheye_fov_deg, world_from_camera=np.eye(4), name="wrist"
+        )
+        from bench.render.fisheye import CUBE_MARGIN_PX, default_face_px
+
+        self.face_px = int(config.cube_face_px or default_face_px(self.wrist))
+        eh, ew = config.exterior_size
+        table = world.table
+        centre = np.array([*table.center, table.height])
+        front = world.world_from_table[:3, :3] @ np.array([0.0, -0.9, 0.55])
+        self.exterior = Camera.pinhole_from_fov(
+            ew,
+            eh,
+            fov_x_deg=60.0,
+            world_from_camera=look_at(centre + front, centre + [0, 0, 0.05]),
+            name="exterior",
+        )
+        side = self.face_px + 2 * CUBE_MARGIN_PX
+        self.mujoco = MujocoPinhole(world.model, (max(side, eh), max(side, ew)))
+        self.use_gaussians = config.background == "gaussian"
+        self.timings: dict[str, float] = defaultdict(float)
+
+    def wrist_camera(self) -> Camera:
+        """The wrist fisheye at its current pose."""
+        return self.wrist.with_pose(self.world.robot.camera_pose(self.world.data))
+
+    def _gaussians(self, camera: Camera) -> RenderOutput:
+        from bench.render import render
+
+        start = time.perf_counter()
+        out = render(
+            self.scene.background,
+            camera,
+            backend=self.config.render_backend,
+            fisheye_mode=self.config.fisheye_mode,
+            cubemap_face_px=self.face_px if camera.model == "fisheye" else None,
+        )
+        self.timings["gaussians"] += time.perf_counter() - start
+        return out
+
+    def _compose(self, camera: Camera, mesh: RenderOutput) -> np.ndarray:
+        mesh_rgb, mesh_depth = mesh_layers(mesh)
+        if not self.use_gaussians:
+            return to_uint8(np.where(np.isfinite(mesh_depth)[..., None], mesh_rgb, 0.0))
+        gs = self._gaussians(camera)
+        from bench.render import composite
+
+        start = time.perf_counter()
+        rgb = to_uint8(composite(gs, mesh_rgb, mesh_depth))
+        self.timings["composite"] += time.perf_counter() - start
+        return rgb
+
+    def render_wrist(self) -> np.ndarray:  # -> [H, W, 3] uint8
+        """The wrist fisheye observation."""
+        from bench.render.fisheye import render_cubemap
+
+        camera = self.wrist_camera()
+        start = time.perf_counter()
+        self.mujoco.show_table(False)
+        mesh = render_cubemap(
+            self.mujoco.render_backend(self.world.data), None, camera, face_px=self.face_px
+        )
+        self.timings["mujoco"] += time.perf_counter() - start
+        return self._compose(camera, mesh)
+
+    def render_exterior(self) -> np.ndarray:  # -> [H, W, 3] uint8
+        """A fixed pinhole view of the table from the front (debugging, videos)."""
+        start = time.perf_counter()
+        self.mujoco.show_table(not self.use_gaussians)
+        mesh = self.mujoco.render(self.world.data, self.exterior)
+        self.timings["mujoco"] += time.perf_counter() - start
+        return self._compose(self.exterior, mesh)
+
+    def close(self) -> None:
+        self.mujoco.close()
