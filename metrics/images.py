@@ -18,15 +18,19 @@ from bench.errors import BenchError
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
 
-def as_image_batch(images: np.ndarray, *, name: str = "images") -> np.ndarray:
+def as_image_batch(
+    images: np.ndarray, *, name: str = "images", convert: bool = True
+) -> np.ndarray:
     """Validate and convert images to float64 ``[N, H, W, 3]`` in ``[0, 1]``.
 
     Args:
         images: ``[N, H, W, 3]`` or ``[H, W, 3]``; uint8 (0..255) or float in [0, 1].
         name: How to call the argument in error messages.
+        convert: False returns the validated array in its own dtype (uint8 stays 0..255),
+            for callers that convert chunk by chunk.
 
     Returns:
-        A float64 array ``[N, H, W, 3]``.
+        A float64 array ``[N, H, W, 3]`` (or the validated input when ``convert`` is False).
 
     Raises:
         BenchError: on a wrong shape, dtype, non-finite values or values outside [0, 1].
@@ -42,21 +46,27 @@ def as_image_batch(images: np.ndarray, *, name: str = "images") -> np.ndarray:
     if arr.shape[0] == 0:
         raise BenchError(f"{name} is empty (0 images); pass at least one image")
     if arr.dtype == np.uint8:
-        return arr.astype(np.float64) / 255.0
+        return arr.astype(np.float64) / 255.0 if convert else arr
     if not np.issubdtype(arr.dtype, np.floating):
         raise BenchError(
             f"{name} has dtype {arr.dtype}; pass uint8 (0..255) or float images in [0, 1]"
         )
-    arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
+    lo, hi = float(arr.min()), float(arr.max())  # NaN propagates; inf shows up as a bound
+    if not (np.isfinite(lo) and np.isfinite(hi)):
         raise BenchError(f"{name} contains NaN or inf; fix the renderer output before scoring")
-    lo, hi = float(arr.min()), float(arr.max())
     if lo < 0.0 or hi > 1.0:
         raise BenchError(
             f"{name} values span [{lo:.4g}, {hi:.4g}] but must lie in [0, 1]; "
             "divide 8-bit images by 255 or clip the render"
         )
-    return arr
+    return arr.astype(np.float64, copy=False) if convert else arr
+
+
+def to_float64(images: np.ndarray) -> np.ndarray:
+    """A validated batch (see ``convert=False``) as float64 in [0, 1]."""
+    if images.dtype == np.uint8:
+        return images.astype(np.float64) / 255.0
+    return images.astype(np.float64, copy=False)
 
 
 def check_pair(pred: np.ndarray, ref: np.ndarray) -> None:

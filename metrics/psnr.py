@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from metrics.base import Scorer, ScorerInfo
-from metrics.images import as_image_batch, check_pair
+from metrics.images import as_image_batch, check_pair, to_float64
+
+CHUNK = 4  # images converted to float64 at a time (keeps temporaries in cache)
 
 
 def psnr(pred: np.ndarray, ref: np.ndarray) -> np.ndarray:  # [N,H,W,3] x2 -> [N]
@@ -18,10 +20,14 @@ def psnr(pred: np.ndarray, ref: np.ndarray) -> np.ndarray:  # [N,H,W,3] x2 -> [N
     Returns:
         float64 ``[N]`` in dB; ``inf`` where the images are identical.
     """
-    pred = as_image_batch(pred, name="pred")
-    ref = as_image_batch(ref, name="ref")
+    pred = as_image_batch(pred, name="pred", convert=False)
+    ref = as_image_batch(ref, name="ref", convert=False)
     check_pair(pred, ref)
-    mse = np.mean((pred - ref) ** 2, axis=(1, 2, 3))
+    mse = np.concatenate([
+        np.mean((to_float64(pred[i : i + CHUNK]) - to_float64(ref[i : i + CHUNK])) ** 2,
+                axis=(1, 2, 3))
+        for i in range(0, len(pred), CHUNK)
+    ])
     with np.errstate(divide="ignore"):
         return 10.0 * np.log10(1.0 / mse)
 
