@@ -24,6 +24,7 @@ Ties go to the earliest frame, so the choice is deterministic.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -128,7 +129,8 @@ class CaptureManifest:
         atomic_write_json(path, self.to_dict())
 
     @staticmethod
-    def load(path: str | os.PathLike, *, check_files: bool = True) -> CaptureManifest:
+    def load(path: str | os.PathLike, *, check_files: bool = True,
+             require_views: bool = True) -> CaptureManifest:
         """Read and validate a capture manifest (see :meth:`validate`)."""
         path = Path(path)
         if not path.is_file():
@@ -144,13 +146,15 @@ class CaptureManifest:
                 "fix or regenerate it"
             ) from None
         manifest = manifest_from_dict(data, root=path.parent, source=f"capture manifest {path}")
-        manifest.validate(check_files=check_files, source=f"capture manifest {path}")
+        manifest.validate(check_files=check_files, require_views=require_views,
+                          source=f"capture manifest {path}")
         return manifest
 
-    def validate(self, *, check_files: bool = True, source: str = "capture manifest") -> None:
+    def validate(self, *, check_files: bool = True, require_views: bool = True,
+                 source: str = "capture manifest") -> None:
         """Refuse manifests that cannot be trained on, with a message saying how to fix them.
 
-        Checks: at least one frame and one training view; unique ids; strictly
+        Checks: at least one frame and (``require_views``) one training view; unique ids; strictly
         increasing timestamps; every view names an existing frame; no test image is
         a training image; and, with ``check_files``, that every image exists, each
         view's image matches its camera's size and all training views share one size.
@@ -166,7 +170,7 @@ class CaptureManifest:
                                                                                   strict=False)):
             raise BenchError(f"{source}: frame timestamps must be finite and strictly increasing "
                              "(frames in time order)")
-        if not self.views:
+        if require_views and not self.views:
             raise BenchError(f"{source} lists no training views; reproject the frames first "
                              "(bench.recon.reproject / reproject_capture)")
         view_ids = [v.id for v in (*self.views, *self.test_views)]
@@ -530,3 +534,39 @@ def _score_video(path: str | os.PathLike, *, show_progress: bool) -> tuple[np.nd
         raise BenchError(f"video {path} reports no frame rate; extract frames and use "
                          "select_from_images with fps or timestamps")
     return np.asarray(scores), fps
+
+
+def import_poses(manifest: CaptureManifest, cameras: Sequence[Camera]) -> CaptureManifest:
+    """Replace view cameras by posed ones (e.g. COLMAP's), matched by image file name.
+
+    Every training and test view must find a camera whose ``name`` equals its image path
+    or that path's file name (COLMAP stores image names relative to its image folder).
+    Each source frame's lens camera takes the pose of its ``forward`` view, since the
+    forward view shares the source's orientation.
+
+    Raises:
+        BenchError: a view without a matching camera, or a name matched twice.
+    """
+    by_name: dict[str, Camera] = {}
+    for cam in cameras:
+        for key in {cam.name, os.path.basename(cam.name)}:
+            if key in by_name and by_name[key] is not cam:
+                raise BenchError(f"two cameras are named {key!r}; image names must be unique")
+            by_name[key] = cam
+
+    def match(view: View) -> View:
+        cam = by_name.get(view.image) or by_name.get(os.path.basename(view.image))
+        if cam is None:
+            raise BenchError(f"no camera for view {view.id!r} (image {view.image}); run COLMAP "
+                             "on all view images, or drop the view from the manifest")
+        return dataclasses.replace(view, camera=cam.replace(name=view.image))
+
+    views = tuple(match(v) for v in manifest.views)
+    tests = tuple(match(v) for v in manifest.test_views)
+    forward = {(v.frame, v.lens): v.camera for v in views if v.name == "forward"}
+    frames = []
+    for frame in manifest.frames:
+        cams = {lens: cam.with_pose(forward[(frame.id, lens)].world_from_camera)
+                if (frame.id, lens) in forward else cam for lens, cam in frame.cameras.items()}
+        frames.append(dataclasses.replace(frame, cameras=cams))
+    return dataclasses.replace(manifest, frames=tuple(frames), views=views, test_views=tests)

@@ -1,4 +1,15 @@
-"""``bench train`` and ``bench coverage plan``: retrain a background, plan coverage ablations.
+"""``bench capture``, ``bench train``, ``bench coverage plan``: from a recording to a background.
+
+Workflow on a real capture (YUBI, ``PAPERS.md``)::
+
+    bench capture select --video left=L.mp4 --video right=R.mp4 --intervals 192 \
+        --camera left=left_fisheye.json --camera right=right_fisheye.json --out cap
+    bench capture reproject --manifest cap/capture.json --size 2048 --out cap/views.json
+    colmap ... on cap/views/*.png  (poses; then a dense seed, e.g. OpenMVS)
+    bench capture import-poses --manifest cap/views.json --cameras colmap/sparse/0 \
+        --out cap/posed.json
+    bench coverage plan --manifest cap/posed.json --mode random --fraction 0.3 --out random.json
+    bench train --manifest cap/posed.json --plan random.json --init seed.ply --out scene
 
 Only the standard library is imported at module level; numpy/torch load in the handlers.
 """
@@ -10,9 +21,145 @@ from pathlib import Path
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``bench train`` and ``bench coverage plan`` on the top-level subparsers."""
+    """Register ``bench capture``, ``bench train`` and ``bench coverage plan``."""
+    _add_capture(subparsers)
     _add_train(subparsers)
     _add_coverage(subparsers)
+
+
+# --------------------------------------------------------------------------- bench capture
+def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    from bench.errors import BenchError
+
+    out: dict[str, str] = {}
+    for item in values or []:
+        lens, sep, path = item.partition("=")
+        if not sep or not lens or not path:
+            raise BenchError(f"{what} {item!r} must look like LENS=PATH, e.g. left=left.mp4")
+        out[lens] = path
+    return out
+
+
+def _add_capture(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("capture", help="capture manifests: frame selection, fisheye "
+                              "-> nine pinhole views, pose import")
+    inner = p.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+    sel = inner.add_parser(
+        "select", help="pick the sharpest frame per equal time interval",
+        description="Split the recording into T equal time intervals and keep, per interval, "
+        "the frame maximising the minimum Laplacian variance over its lenses (ties: earliest).")
+    sel.add_argument("--video", action="append", metavar="LENS=PATH",
+                     help="frame-synchronised video per lens (repeat for each lens)")
+    sel.add_argument("--images", action="append", metavar="LENS=DIR",
+                     help="folder of frames per lens, sorted by file name (repeat per lens)")
+    sel.add_argument("--fps", type=float, default=None,
+                     help="frame rate of --images sequences in frames/s")
+    sel.add_argument("--intervals", type=int, required=True,
+                     help="number T of equal time intervals = frames kept")
+    sel.add_argument("--camera", action="append", metavar="LENS=FILE",
+                     help="calibrated camera file per lens (bench.scene.cameras JSON or "
+                     "COLMAP OPENCV_FISHEYE); its first camera is attached to every frame")
+    sel.add_argument("--out", type=Path, required=True,
+                     help="capture directory to create (capture.json, frames/)")
+    sel.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    sel.set_defaults(func=_run_capture_select)
+
+    rep = inner.add_parser(
+        "reproject", help="reproject fisheye source frames into nine pinhole views each",
+        description="One forward view and eight tilted 55 deg at 45 deg azimuth steps, 90x90 "
+        "deg FOV, f = size/2; poses world_from_view = world_from_source @ source_from_view.")
+    rep.add_argument("--manifest", type=Path, required=True, help="capture manifest")
+    rep.add_argument("--size", type=int, default=2048,
+                     help="view width = height in pixels (default 2048, f = size/2)")
+    rep.add_argument("--lenses", nargs="+", default=None, help="lenses (default: all)")
+    rep.add_argument("--views-dir", default="views",
+                     help="image folder relative to the manifest directory (default views)")
+    rep.add_argument("--out", type=Path, required=True,
+                     help="new manifest file, in the same directory as --manifest")
+    rep.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    rep.set_defaults(func=_run_capture_reproject)
+
+    imp = inner.add_parser(
+        "import-poses", help="take view poses from COLMAP / a camera file, by image name")
+    imp.add_argument("--manifest", type=Path, required=True, help="capture manifest")
+    imp.add_argument("--cameras", type=Path, required=True,
+                     help="COLMAP model dir, transforms.json or camera JSON")
+    imp.add_argument("--out", type=Path, required=True,
+                     help="new manifest file, in the same directory as --manifest")
+    imp.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    imp.set_defaults(func=_run_capture_import)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _check_new_file(out: Path, overwrite: bool, manifest: Path | None = None) -> None:
+    from bench.errors import BenchError
+
+    if out.exists() and not overwrite:
+        raise BenchError(f"{out} exists; pass --overwrite or choose another --out")
+    if manifest is not None and out.resolve().parent != manifest.resolve().parent:
+        raise BenchError(f"--out must be in the directory of --manifest ({manifest.parent}) so "
+                         "that image paths stay valid")
+
+
+def _run_capture_select(args: argparse.Namespace) -> int:
+    from bench.errors import BenchError
+    from bench.provenance import staged_output_dir
+    from bench.recon.capture import CaptureManifest, select_from_images, select_from_videos
+    from bench.scene.cameras import load_cameras
+
+    videos = _pairs(args.video, "--video")
+    images = _pairs(args.images, "--images")
+    if bool(videos) == bool(images):
+        raise BenchError("give either --video LENS=PATH or --images LENS=DIR (not both)")
+    cameras = {lens: load_cameras(path)[0] for lens, path in _pairs(args.camera,
+                                                                   "--camera").items()}
+    if args.out.exists() and not args.overwrite:
+        raise BenchError(f"{args.out} exists; pass --overwrite or choose another --out")
+    with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+        if videos:
+            frames = select_from_videos(videos, tmp / "frames", intervals=args.intervals,
+                                        root=tmp, cameras=cameras, show_progress=True)
+        else:
+            lists = {}
+            for lens, folder in images.items():
+                files = sorted(p for p in Path(folder).glob("*")
+                               if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".tif", ".tiff"))
+                lists[lens] = [p.resolve() for p in files]
+            frames = select_from_images(lists, intervals=args.intervals, fps=args.fps,
+                                        root=args.out.resolve(), cameras=cameras,
+                                        show_progress=True)
+        CaptureManifest(tuple(frames), root=tmp).save(tmp / "capture.json")
+    print(f"selected {len(frames)} frames -> {args.out / 'capture.json'}")
+    return 0
+
+
+def _run_capture_reproject(args: argparse.Namespace) -> int:
+    from bench.provenance import staged_output_dir
+    from bench.recon.capture import CaptureManifest
+    from bench.recon.reproject import reproject_capture
+
+    _check_new_file(args.out, args.overwrite, args.manifest)
+    manifest = CaptureManifest.load(args.manifest, require_views=False)
+    target = manifest.root / args.views_dir
+    with staged_output_dir(target, overwrite=args.overwrite) as tmp:
+        result = reproject_capture(manifest, views_dir=args.views_dir, image_dir=tmp,
+                                   size=args.size, lenses=args.lenses, show_progress=True)
+    result.save(args.out)
+    print(f"wrote {len(result.views)} views ({args.size}x{args.size}) -> {args.out}")
+    return 0
+
+
+def _run_capture_import(args: argparse.Namespace) -> int:
+    from bench.recon.capture import CaptureManifest, import_poses
+    from bench.scene.cameras import load_cameras
+
+    _check_new_file(args.out, args.overwrite, args.manifest)
+    manifest = CaptureManifest.load(args.manifest)
+    posed = import_poses(manifest, load_cameras(args.cameras))
+    posed.validate()
+    posed.save(args.out)
+    print(f"posed {len(posed.views)} views and {len(posed.test_views)} test views -> {args.out}")
+    return 0
 
 
 # --------------------------------------------------------------------------- bench train

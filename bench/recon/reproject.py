@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -181,6 +183,7 @@ def reproject_capture(
     manifest: CaptureManifest,
     *,
     views_dir: str = "views",
+    image_dir: str | os.PathLike | None = None,
     size: int = 2048,
     lenses: Sequence[str] | None = None,
     show_progress: bool = False,
@@ -189,7 +192,9 @@ def reproject_capture(
 
     Args:
         manifest: Capture manifest whose frames carry images and calibrated, posed cameras.
-        views_dir: Output folder for the view images, relative to ``manifest.root``.
+        views_dir: Folder of the view images relative to ``manifest.root`` (as recorded).
+        image_dir: Where the images are written (default ``manifest.root / views_dir``;
+            a staging folder that is renamed to it afterwards, for atomic writes).
         size: Width and height of each view in pixels (paper: 2048, f = size / 2).
         lenses: Lenses to reproject (default: every lens of the first frame).
         show_progress: Show a tqdm bar on stderr.
@@ -204,7 +209,7 @@ def reproject_capture(
     if not manifest.frames:
         raise BenchError("the capture manifest lists no source frames; select frames first")
     lenses = list(lenses) if lenses is not None else list(manifest.frames[0].images)
-    out = manifest.root / views_dir
+    out = Path(image_dir) if image_dir is not None else manifest.root / views_dir
     out.mkdir(parents=True, exist_ok=True)
     views = []
     for frame in tqdm(manifest.frames, desc="reproject", disable=not show_progress):
@@ -221,7 +226,8 @@ def reproject_capture(
                                         f"{frame.id!r}; check the path")
             for name, camera in pinhole_views(source, size=size).items():
                 relative = f"{views_dir}/{frame.id}_{lens}_{name}.png"
-                cv2.imwrite(str(manifest.root / relative), reproject_image(image, source, camera))
+                name_png = f"{frame.id}_{lens}_{name}.png"
+                cv2.imwrite(str(out / name_png), reproject_image(image, source, camera))
                 views.append(View(id=f"{frame.id}/{lens}/{name}", image=relative,
                                   camera=camera.replace(name=relative), frame=frame.id,
                                   lens=lens, name=name))
