@@ -14,7 +14,21 @@ import numpy as np
 from bench.sim.transforms import quat_to_mat
 
 
-@dataclass(frozen=True)
+def _same(a: object, b: object) -> bool:
+    """Exact equality that also works for numpy arrays (Gymnasium's checker compares infos)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def _fields_equal(x: object, y: object) -> bool:
+    return type(x) is type(y) and all(
+        _same(getattr(x, f), getattr(y, f)) for f in x.__dataclass_fields__)
+
+
+@dataclass(frozen=True, eq=False)
 class ObjectState:
     """Pose and velocity of one free object in the world frame (metres, radians)."""
 
@@ -27,6 +41,11 @@ class ObjectState:
     def rotation(self) -> np.ndarray:  # [3, 3]
         return quat_to_mat(self.quat)
 
+    def __eq__(self, other: object) -> bool:
+        return _fields_equal(self, other)
+
+    __hash__ = None
+
     def to_local(self, points: np.ndarray) -> np.ndarray:  # [M, 3] world -> [M, 3] object frame
         return (np.atleast_2d(points) - self.pos) @ self.rotation
 
@@ -34,7 +53,7 @@ class ObjectState:
         return np.atleast_2d(points) @ self.rotation.T + self.pos
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TaskState:
     """Everything a predicate may look at, at one control frame.
 
@@ -58,6 +77,11 @@ class TaskState:
     opening: float
     table_height: float = 0.0
     frame: int = 0
+
+    def __eq__(self, other: object) -> bool:
+        return _fields_equal(self, other)
+
+    __hash__ = None
 
     def touching(self, a: str, b: str) -> bool:
         """Whether bodies ``a`` and ``b`` are in contact."""
