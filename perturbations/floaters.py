@@ -112,15 +112,63 @@ def draw_centres(params: FloaterParams, rng: np.random.Generator, table: TableSp
     return np.array(centres)
 
 
-def neighbour_colours(background: GaussianSplats, points: np.ndarray, k: int) -> np.ndarray:
-    """Mean SH DC [M, 3] of the ``k`` nearest background Gaussians of each point [M, 3]."""
+def neighbour_colours_reference(background: GaussianSplats, points: np.ndarray,
+                                k: int) -> np.ndarray:  # [M, 3]
+    """Plain reference: mean SH DC of the ``k`` nearest background Gaussians, full scans."""
     means = background.means.astype(np.float64)
     k = min(k, len(background))
     out = np.empty((len(points), 3), dtype=np.float64)
-    for i, p in enumerate(points):  # one O(N) pass per floater: a few dozen passes at most
+    for i, p in enumerate(points):  # one O(N) pass per floater
         d2 = ((means - p) ** 2).sum(axis=1)
         nearest = np.argpartition(d2, k - 1)[:k] if k < len(d2) else np.arange(len(d2))
-        out[i] = background.sh_dc[nearest].astype(np.float64).mean(axis=0)
+        out[i] = background.sh_dc[np.sort(nearest)].astype(np.float64).mean(axis=0)
+    return out.astype(np.float32)
+
+
+def _nearest_mean(means: np.ndarray, sh_dc: np.ndarray, p: np.ndarray, k: int,
+                  index: np.ndarray) -> tuple[np.ndarray, float]:
+    d2 = ((means - p) ** 2).sum(axis=1)
+    nearest = np.argpartition(d2, k - 1)[:k] if k < len(d2) else np.arange(len(d2))
+    # sorted global indices: the mean is summed in the same order as the reference
+    chosen = np.sort(index[nearest])
+    return sh_dc[chosen].astype(np.float64).mean(axis=0), float(d2[nearest].max())
+
+
+def neighbour_colours(background: GaussianSplats, points: np.ndarray, k: int, *,
+                      pad: float = 0.2) -> np.ndarray:  # [M, 3]
+    """Mean SH DC [M, 3] of the ``k`` nearest background Gaussians of each point [M, 3].
+
+    Fast path with the same result as :func:`neighbour_colours_reference`: the
+    search runs over the Gaussians inside the points' bounding box grown by
+    ``pad`` metres; a point whose k-th neighbour is farther than the box border
+    is redone with a doubled pad (finally over all Gaussians), so the answer is exact.
+    """
+    k = min(k, len(background))
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    out = np.empty((len(points), 3), dtype=np.float64)
+    todo = np.arange(len(points))
+    while len(todo):
+        inside = np.ones(len(background), dtype=bool)
+        for axis in range(3):
+            coord = background.means[:, axis]
+            inside &= (coord >= lo[axis] - pad) & (coord <= hi[axis] + pad)
+        index = np.flatnonzero(inside)
+        everything = len(index) == len(background)
+        if len(index) < k:
+            pad *= 2.0
+            continue
+        means = background.means[index].astype(np.float64)
+        retry = []
+        for i in todo:
+            p = points[i]
+            colour, kth_d2 = _nearest_mean(means, background.sh_dc, p, k, index)
+            border = min((p - (lo - pad)).min(), ((hi + pad) - p).min())
+            if everything or kth_d2 <= border * border:  # nothing outside can be closer
+                out[i] = colour
+            else:
+                retry.append(i)
+        todo = np.array(retry, dtype=np.int64)
+        pad *= 2.0
     return out.astype(np.float32)
 
 

@@ -203,3 +203,16 @@ def test_editor_modules_import_without_heavy_packages():
             "bad = [m for m in ('torch', 'mujoco', 'warp') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_neighbour_colours_fast_path_matches_reference():
+    from perturbations.floaters import neighbour_colours, neighbour_colours_reference
+
+    s = scene(n=5000)
+    rng = np.random.default_rng(5)
+    # clustered points (the usual case) and spread-out ones (forces the widening retries)
+    for points in (rng.normal([0.2, -0.1, 0.3], 0.05, (32, 3)),
+                   rng.uniform(-3, 3, (10, 3)), np.array([[10.0, 10.0, 10.0]])):
+        for k in (1, 8):
+            fast = neighbour_colours(s, points, k, pad=0.05)
+            np.testing.assert_array_equal(fast, neighbour_colours_reference(s, points, k))
