@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 from collections.abc import Sequence
 
@@ -58,8 +59,9 @@ BACKENDS.register("torch", lazy("bench.render.torch_backend", "render_torch"), d
                   description="pure-torch tile rasterizer (differentiable; CPU trainer)")
 
 
+@functools.cache
 def gsplat_available() -> bool:
-    """True when gsplat is installed and torch sees a CUDA device."""
+    """True when gsplat is installed and torch sees a CUDA device (checked once)."""
     if importlib.util.find_spec("gsplat") is None:
         return False
     import torch
@@ -107,6 +109,11 @@ def render(
     bg = check_background(background)
     name = resolve_backend(backend)
     fn = BACKENDS.get(name)
+    if name == "gsplat" and backend == "auto" and camera.model == "fisheye":
+        from bench.render.gsplat_backend import supports_direct
+
+        if not supports_direct(camera):
+            fisheye_mode = "cubemap"  # gsplat's fisheye is equidistant, <= 180 deg only
     if camera.model == "fisheye" and fisheye_mode == "cubemap":
         from bench.render.fisheye import render_cubemap
 
@@ -130,7 +137,10 @@ def render_batch(
     """
     name = resolve_backend(options.get("backend", "auto"))
     if name == "gsplat" and options.get("fisheye_mode", "direct") == "direct" and cameras:
-        from bench.render.gsplat_backend import render_gsplat_batch
+        from bench.render.gsplat_backend import render_gsplat_batch, supports_direct
+
+        if not all(supports_direct(c) for c in cameras):
+            return [render(splats, cam, **options) for cam in cameras]
 
         bg = check_background(options.get("background", (0.0, 0.0, 0.0)))
         outs = render_gsplat_batch(splats, list(cameras), background=bg,
