@@ -132,9 +132,9 @@ def table1(data: YubiData, out: Path) -> tuple[list[Path], list[dict[str, Any]]]
 
 def clean_ranking(data: YubiData, out: Path) -> tuple[list[Path], dict[str, Any]]:
     """``clean_ranking.csv``: rates, Wilson intervals, outcome per comparison; scene + overall."""
-    rows = []
+    rows, md_rows = [], []
     for (scene, task), pair in data.clean.items():
-        cells = []
+        cells, md_cells = [], []
         for k, n in (
             (pair.real_k1, pair.real_n1),
             (pair.real_k2, pair.real_n2),
@@ -143,36 +143,25 @@ def clean_ranking(data: YubiData, out: Path) -> tuple[list[Path], dict[str, Any]
         ):
             ci = wilson_interval(k, n)
             cells += [_frac(k, n), ci.estimate, ci.low, ci.high]
+            md_cells.append(
+                f"{k}/{n} = {100 * ci.estimate:.1f} [{100 * ci.low:.1f}, {100 * ci.high:.1f}]"
+            )
         p = fisher_exact_p(pair.sim_k1, pair.sim_n1, pair.sim_k2, pair.sim_n2)
-        rows.append(
-            (scene, task, *cells, _p(p), pair.outcome, "", "", mae([pair], eligible_only=False))
-        )
+        pair_mae = mae([pair], eligible_only=False)
+        rows.append((scene, task, *cells, _p(p), pair.outcome, "", "", pair_mae))
+        md_rows.append((scene, task, *md_cells, _p(p), pair.outcome, "", f"{pair_mae:.2f}"))
     blank = [""] * 18  # 16 rate cells, sim_fisher_p, outcome
     for scene in data.scenes:
         pairs = [data.clean[(scene, t)] for t in data.tasks if (scene, t) in data.clean]
         result = rank_agreement(pairs)
-        rows.append(
-            (
-                scene,
-                "all",
-                *blank,
-                _frac(result.correct, result.eligible),
-                result.accuracy,
-                mae(pairs),
-            )
-        )
+        scene_row = (_frac(result.correct, result.eligible), result.accuracy, mae(pairs))
+        rows.append((scene, "all", *blank, *scene_row))
+        md_rows.append((scene, "all", *[""] * 6, scene_row[0], f"{scene_row[2]:.2f}"))
     overall = rank_agreement(data.clean.values())
     overall_mae = mae(data.clean.values())
-    rows.append(
-        (
-            "all",
-            "all",
-            *blank,
-            _frac(overall.correct, overall.eligible),
-            overall.accuracy,
-            overall_mae,
-        )
-    )
+    overall_frac = _frac(overall.correct, overall.eligible)
+    rows.append(("all", "all", *blank, overall_frac, overall.accuracy, overall_mae))
+    md_rows.append(("all", "all", *[""] * 6, overall_frac, f"{overall_mae:.4f}"))
     header = ["scene", "task"]
     for cell in ("real_pi1", "real_pi2", "sim_pi1", "sim_pi2"):
         header += [f"{cell}_k/n", f"{cell}_rate", f"{cell}_wilson_low", f"{cell}_wilson_high"]
@@ -182,7 +171,20 @@ def clean_ranking(data: YubiData, out: Path) -> tuple[list[Path], dict[str, Any]
         "clean_ranking",
         header,
         rows,
-        title="Clean policy ranking (95% Wilson intervals)",
+        title="Clean policy ranking: successes/trials = rate % [95% Wilson interval %]",
+        md_header=(
+            "scene",
+            "task",
+            "Real π1",
+            "Real π2",
+            "Sim π1",
+            "Sim π2",
+            "Fisher p (sim)",
+            "outcome",
+            "Acc_rank",
+            "MAE (pp)",
+        ),
+        md_rows=md_rows,
         notes=[
             "Rows with task = all summarise a scene (or all scenes): "
             "Acc_rank = k/|M| over eligible "
