@@ -190,16 +190,19 @@ class Grasp:
         self.attach_opening = measured
 
     def _update_friction(self, model, data, commanded: float, measured: float) -> float:
-        if commanded >= measured:  # opening (or holding): nothing to limit
+        if commanded >= measured:  # opening (or holding still): nothing to limit
             self.squeezing = None
             return commanded
+        # The servo acts on the half opening and the coupled fingers share its force, so the
+        # total pad force is kp * (measured - command) / 2: hold it at the threshold.
+        hold = max(commanded, measured - 2.0 * self.config.force_threshold / self.finger_kp)
         touching = np.flatnonzero(self.pad_contacts(data).all(axis=1))
-        self.squeezing = None
+        if self.squeezing is not None:  # keep squeezing while both pads stay on the object
+            if self.squeezing in touching:
+                return hold
+            self.squeezing = None
         for obj in touching:
             if self.pad_force(model, data, int(obj)) >= self.config.force_threshold:
                 self.squeezing = int(obj)
-                # The servo acts on the half opening and the coupled fingers share its force, so
-                # the total pad force is kp * (measured - command) / 2: hold it at the threshold.
-                hold = measured - 2.0 * self.config.force_threshold / self.finger_kp
-                return max(commanded, hold)
+                return hold
         return commanded

@@ -80,7 +80,7 @@ class GripperConfig:
     max_opening: float = 0.11
     finger_length: float = 0.06
     tip_beyond_tcp: float = 0.01
-    finger_kp: float = 300.0
+    finger_kp: float = 1000.0
     finger_force: float = 40.0
     hand_mass: float = 0.6
     weld_timeconst: float = 0.004

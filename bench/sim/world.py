@@ -127,7 +127,7 @@ class World:
             objects=[task.actor.name],
             left_pad=LEFT_PAD,
             right_pad=RIGHT_PAD,
-            finger_kp=getattr(getattr(self.robot, "config", None), "finger_kp", 300.0),
+            finger_kp=getattr(getattr(self.robot, "config", None), "finger_kp", 1000.0),
         )
         self._object_ids = {
             o.name: mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, o.name)
