@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bench.registry import Registry
+
 SUCCESS_LEVEL = 0.9
 GATE_FLOOR = 0.25
 
@@ -666,11 +668,11 @@ def push_to(
     )
 
 
-ARCHETYPES: dict[str, Callable[..., TaskSpec]] = {
-    "place_in": place_in,
-    "pick_up": pick_up,
-    "push_to": push_to,
-}
+#: Task archetypes by name, with their stage weights as metadata ("did you mean" on typos).
+ARCHETYPES: Registry[Callable[..., TaskSpec]] = Registry("progress archetype")
+ARCHETYPES.register("place_in", place_in, weights=(0.03, 0.05, 0.07, 0.25, 0.60), objects=2)
+ARCHETYPES.register("pick_up", pick_up, weights=(0.10, 0.20, 0.70), objects=1)
+ARCHETYPES.register("push_to", push_to, weights=(0.10, 0.20, 0.70), objects=1)
 
 
 __all__ = [

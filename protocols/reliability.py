@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols.metric_directions import orient
+from protocols.metric_directions import is_lower_better
 from protocols.ranking import CORRECT, REAL_TIE, PolicyPair
 
 FIT_THRESHOLD = "balanced_accuracy_threshold"
@@ -282,7 +282,7 @@ def evaluate_methods(
     results: list[MethodResult] = []
     all_predictions: dict[tuple[str, str], list[Prediction]] = {}
     for method, method_scores in scores.items():
-        lb = directions[method] if method in directions else orient(method, 1.0) < 0
+        lb = directions[method] if method in directions else is_lower_better(method)
         correct: dict[str, int] = {}
         total: dict[str, int] = {}
         for target, target_labels in labels.items():

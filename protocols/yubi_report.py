@@ -395,6 +395,8 @@ def _compare_published(rows, predictions, results, labels, data: YubiData) -> di
 
 def figures(data: YubiData, out: Path) -> list[Path]:
     """Fig. 4 (clean) and one disturbance panel figure per counterfactual condition."""
+    from tqdm import tqdm
+
     fig_dir = out / "figures"
     paths = ranking_figure(
         fig_dir / "fig4_clean_ranking",
@@ -404,7 +406,8 @@ def figures(data: YubiData, out: Path) -> list[Path]:
         title="Clean",
         scene_labels=SCENE_LABELS,
     )
-    for condition in data.conditions:
+    # progress on stderr, shown only on a terminal (disable=None)
+    for condition in tqdm(data.conditions, desc="figures", unit="fig", disable=None):
         paths += ranking_figure(
             fig_dir / f"disturbance_{condition}",
             data.counterfactual[condition],

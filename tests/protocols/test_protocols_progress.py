@@ -133,6 +133,18 @@ def test_gate_formula_by_hand():
     assert trace.progress.tolist() == pytest.approx([0.5 * s + 0.5 * gate, 0.5 * gate, 0.5 * gate])
 
 
+def test_archetype_registry_weights_match_specs():
+    from protocols.progress import ARCHETYPES
+
+    assert ARCHETYPES.names() == ["place_in", "pick_up", "push_to"]
+    args = {"place_in": ("cup", "bowl"), "pick_up": ("cup",), "push_to": ("box", (0.0, 0.0))}
+    for entry in ARCHETYPES:
+        spec = entry.obj(*args[entry.name])
+        assert tuple(stage.weight for stage in spec.stages) == entry.meta["weights"]
+    with pytest.raises(ValueError, match="did you mean 'place_in'"):
+        ARCHETYPES.get("place-in")
+
+
 def test_push_to_reaches_target():
     trace = score_stream(push_to("box", (0.25, 0.0), hold_steps=10), _push_stream(), dt=DT)
     assert trace.succeeded and trace.final_score == 1.0
