@@ -81,8 +81,8 @@ def test_fisheye_invalid_pixels_are_background():
     out = render(splats, cam, backend="cpu", background=(0.1, 0.2, 0.3))
     outside = ~out.valid
     assert outside.any()
-    np.testing.assert_allclose(out.rgb[outside], np.broadcast_to([0.1, 0.2, 0.3], (outside.sum(), 3)),
-                               atol=1e-7)
+    bg = np.broadcast_to([0.1, 0.2, 0.3], (outside.sum(), 3))
+    np.testing.assert_allclose(out.rgb[outside], bg, atol=1e-7)
     assert (out.alpha[outside] == 0).all() and np.isinf(out.depth[outside]).all()
 
 
@@ -126,7 +126,8 @@ def test_single_isotropic_gaussian_analytic_footprint(backend):
         means=np.array([[0.0, 0.0, d]], np.float32), quats=np.array([[1, 0, 0, 0]], np.float32),
         log_scales=np.full((1, 3), math.log(s), np.float32),
         opacity_logits=np.array([math.log(opacity / (1 - opacity))], np.float32),
-        sh_dc=((rgb - 0.5) / SH_C0)[None].astype(np.float32), sh_rest=np.zeros((1, 0, 3), np.float32),
+        sh_dc=((rgb - 0.5) / SH_C0)[None].astype(np.float32),
+        sh_rest=np.zeros((1, 0, 3), np.float32),
     )
     cam = Camera("pinhole", 32, 32, f, f, 16.0, 16.0, np.eye(4))
     out = render(splats, cam, backend=backend)
@@ -196,7 +197,8 @@ def test_view_dependent_colour_closed_form():
 
 def test_camera_behind_everything_gives_empty_image():
     splats = random_scene(4)
-    cam = Camera.pinhole_from_fov(24, 20, fov_x_deg=60, world_from_camera=look_at((0, 0, 5), (0, 1, 10)))
+    pose = look_at((0, 0, 5), (0, 1, 10))  # the cloud lies at |z| <= 1, behind this camera
+    cam = Camera.pinhole_from_fov(24, 20, fov_x_deg=60, world_from_camera=pose)
     for backend in ("cpu", "torch", "reference"):
         out = render(splats, cam, backend=backend, background=(0.3, 0.3, 0.3))
         assert (out.alpha == 0).all() and np.isinf(out.depth).all()
