@@ -32,7 +32,8 @@ FISHEYE = Camera("fisheye", 24, 20, 9.0, 9.0, 12.0, 10.0, look_at((0.3, -1.0, 0.
 def loss_fn(params, camera, weights):
     out = rasterize(*(params[k] for k in NAMES), camera, background=(0.2, 0.3, 0.4))
     depth = torch.where(out.alpha > 0.2, out.depth, torch.zeros_like(out.depth))
-    return (out.rgb * weights[0]).sum() + (out.alpha * weights[1]).sum() + (depth * weights[2]).sum()
+    rgb_term = (out.rgb * weights[0]).sum()
+    return rgb_term + (out.alpha * weights[1]).sum() + (depth * weights[2]).sum()
 
 
 @pytest.mark.parametrize("camera", [CAM, FISHEYE], ids=["pinhole", "fisheye"])
