@@ -1,6 +1,6 @@
 """Speed of the protocols fast paths beside their plain references.
 
-Run: ``python -m protocols._benchmark [--repeats N]``.
+Run: ``python benchmarks/bench_protocols.py [--repeats N]``.
 
 Measured side by side in one run:
 
