@@ -22,39 +22,80 @@ TOOL = "rollout/1"
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench rollout``."""
     p = subparsers.add_parser(
-        "rollout", help="run policy episodes in the simulator, write per-trial results",
+        "rollout",
+        help="run policy episodes in the simulator, write per-trial results",
         description="Roll a registered policy out for --episodes initial conditions "
         "(--seed-start, --seed-start+1, ...) of a task's fixed grid in one scene bundle. "
         "Headless rendering uses MUJOCO_GL=egl.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("--scene", required=True, help="scene bundle directory (scene.json)")
     p.add_argument("--task", default="cup", help="task: cup, tape or pen")
-    p.add_argument("--policy", default="expert",
-                   help="registered policy: expert, noisy-expert, random, hold")
+    p.add_argument(
+        "--policy", default="expert", help="registered policy: expert, noisy-expert, random, hold"
+    )
     p.add_argument("--episodes", type=int, default=5, help="number of episodes (count)")
-    p.add_argument("--seed-start", type=int, default=0,
-                   help="first initial-condition index (grid index; also seeds policy noise)")
+    p.add_argument(
+        "--seed-start",
+        type=int,
+        default=0,
+        help="first initial-condition index (grid index; also seeds policy noise)",
+    )
     p.add_argument("--policy-seed", type=int, default=0, help="base seed of the policy's own RNG")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--obs-mode", default="rgb", choices=["rgb", "state"],
-                   help="rgb renders the wrist fisheye; state skips rendering (fast)")
-    p.add_argument("--background", default="gaussian", choices=["gaussian", "none"],
-                   help="draw the scene's Gaussians behind the objects, or black")
-    p.add_argument("--fisheye-mode", default="cubemap", choices=["cubemap", "direct"],
-                   help="how the Gaussian background is projected into the fisheye")
+    p.add_argument(
+        "--obs-mode",
+        default="rgb",
+        choices=["rgb", "state"],
+        help="rgb renders the wrist fisheye; state skips rendering (fast)",
+    )
+    p.add_argument(
+        "--background",
+        default="gaussian",
+        choices=["gaussian", "none"],
+        help="draw the scene's Gaussians behind the objects, or black",
+    )
+    p.add_argument(
+        "--fisheye-mode",
+        default="cubemap",
+        choices=["cubemap", "direct"],
+        help="how the Gaussian background is projected into the fisheye",
+    )
     p.add_argument("--render-backend", default="auto", help="bench.render backend")
-    p.add_argument("--image-size", type=int, nargs=2, default=[128, 128], metavar=("H", "W"),
-                   help="wrist image height and width in pixels")
-    p.add_argument("--grasp", default="contact", choices=["contact", "friction"],
-                   help="YUBI contact-attach rule or frictional grasp with a force threshold")
-    p.add_argument("--execute", type=int, default=None,
-                   help="actions executed per chunk (frames; default: task's, 16 cup / 8 tape, pen)")
-    p.add_argument("--max-frames", type=int, default=None,
-                   help="time limit in 10 Hz frames (default: task's, 600)")
+    p.add_argument(
+        "--image-size",
+        type=int,
+        nargs=2,
+        default=[128, 128],
+        metavar=("H", "W"),
+        help="wrist image height and width in pixels",
+    )
+    p.add_argument(
+        "--grasp",
+        default="contact",
+        choices=["contact", "friction"],
+        help="YUBI contact-attach rule or frictional grasp with a force threshold",
+    )
+    p.add_argument(
+        "--execute",
+        type=int,
+        default=None,
+        help="actions executed per chunk (frames; default: task's, 16 cup / 8 tape, pen)",
+    )
+    p.add_argument(
+        "--max-frames",
+        type=int,
+        default=None,
+        help="time limit in 10 Hz frames (default: task's, 600)",
+    )
     p.add_argument("--video", action="store_true", help="write the wrist view of each episode")
-    p.add_argument("--video-format", default="gif", choices=["gif", "mp4"],
-                   help="gif (always available) or mp4 (needs imageio-ffmpeg)")
+    p.add_argument(
+        "--video-format",
+        default="gif",
+        choices=["gif", "mp4"],
+        help="gif (always available) or mp4 (needs imageio-ffmpeg)",
+    )
     p.set_defaults(func=run_rollout)
 
 
@@ -71,8 +112,10 @@ def _validate(args: argparse.Namespace) -> None:
         import importlib.util
 
         if importlib.util.find_spec("imageio_ffmpeg") is None:
-            raise BenchError("--video-format mp4 needs imageio-ffmpeg; pip install imageio-ffmpeg "
-                             "or use --video-format gif")
+            raise BenchError(
+                "--video-format mp4 needs imageio-ffmpeg; pip install imageio-ffmpeg "
+                "or use --video-format gif"
+            )
 
 
 def _write_video(path, frames, *, fps: float, fmt: str) -> None:
@@ -99,8 +142,12 @@ def run_rollout(args: argparse.Namespace) -> int:
 
     import bench.sim
     from bench.policies import POLICIES, make_policy
-    from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest
-    from bench.provenance import staged_output_dir
+    from bench.provenance import (
+        atomic_write_bytes,
+        atomic_write_json,
+        make_manifest,
+        staged_output_dir,
+    )
     from bench.scene.bundle import SCENE_FILE, load_scene
     from bench.sim.grasp import GraspConfig
     from bench.sim.rollout import EpisodeRecord, run_episode
@@ -110,14 +157,23 @@ def run_rollout(args: argparse.Namespace) -> int:
     POLICIES.entry(args.policy)  # "did you mean" before any heavy work
     scene_dir = Path(args.scene)
     if not (scene_dir / SCENE_FILE).is_file():
-        raise FileNotFoundError(f"{scene_dir} is not a scene bundle (no {SCENE_FILE}); "
-                                "make one with `bench scene sample --out DIR`")
+        raise FileNotFoundError(
+            f"{scene_dir} is not a scene bundle (no {SCENE_FILE}); "
+            "make one with `bench scene sample --out DIR`"
+        )
     scene = load_scene(scene_dir)
-    env = gymnasium.make(bench.sim.ENV_IDS[task.name], scene=scene, obs_mode=args.obs_mode,
-                         background=args.background, fisheye_mode=args.fisheye_mode,
-                         render_backend=args.render_backend, image_size=tuple(args.image_size),
-                         grasp=GraspConfig(mode=args.grasp), execute=args.execute,
-                         max_frames=args.max_frames)
+    env = gymnasium.make(
+        bench.sim.ENV_IDS[task.name],
+        scene=scene,
+        obs_mode=args.obs_mode,
+        background=args.background,
+        fisheye_mode=args.fisheye_mode,
+        render_backend=args.render_backend,
+        image_size=tuple(args.image_size),
+        grasp=GraspConfig(mode=args.grasp),
+        execute=args.execute,
+        max_frames=args.max_frames,
+    )
     unwrapped = env.unwrapped
     policy = make_policy(args.policy, env, seed=args.policy_seed)
     conditions = range(args.seed_start, args.seed_start + args.episodes)
@@ -125,51 +181,83 @@ def run_rollout(args: argparse.Namespace) -> int:
     wall = 0.0
     with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
         videos = []
-        for episode, condition in enumerate(tqdm(conditions, desc=f"rollout {task.name}",
-                                                  unit="ep", file=sys.stderr)):
-            record, frames, seconds = run_episode(env, policy, condition=condition,
-                                                  episode=episode, policy_name=args.policy,
-                                                  record_frames=args.video)
+        for episode, condition in enumerate(
+            tqdm(conditions, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
+        ):
+            record, frames, seconds = run_episode(
+                env,
+                policy,
+                condition=condition,
+                episode=episode,
+                policy_name=args.policy,
+                record_frames=args.video,
+            )
             records.append(record)
             wall += seconds
             if args.video:
                 path = tmp / "videos" / f"episode_{episode:04d}.{args.video_format}"
-                _write_video(path, frames, fps=unwrapped.config.control_hz / unwrapped.execute,
-                             fmt=args.video_format)
+                _write_video(
+                    path,
+                    frames,
+                    fps=unwrapped.config.control_hz / unwrapped.execute,
+                    fmt=args.video_format,
+                )
                 videos.append(path)
         env.close()
         rows = [r.to_dict() for r in records]
         successes = sum(r.success for r in records)
-        summary = {"episodes": len(records), "successes": successes,
-                   "success_rate": successes / len(records),
-                   "mean_progress_final": sum(r.progress_final for r in records) / len(records),
-                   "failures": sum(bool(r.failure) for r in records),
-                   "truncated": sum(r.truncated for r in records)}
+        summary = {
+            "episodes": len(records),
+            "successes": successes,
+            "success_rate": successes / len(records),
+            "mean_progress_final": sum(r.progress_final for r in records) / len(records),
+            "failures": sum(bool(r.failure) for r in records),
+            "truncated": sum(r.truncated for r in records),
+        }
         atomic_write_json(tmp / "episodes.json", {"summary": summary, "episodes": rows})
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
         atomic_write_bytes(tmp / "episodes.csv", buffer.getvalue().encode("utf-8"))
-        params = {"scene": scene.name, "task": task.name, "policy": args.policy,
-                  "policy_meta": POLICIES.entry(args.policy).meta, "episodes": args.episodes,
-                  "seed_start": args.seed_start, "policy_seed": args.policy_seed,
-                  "env": unwrapped.config, "chunk_size": unwrapped.chunk_size,
-                  "execute": unwrapped.execute, "max_frames": unwrapped.max_frames,
-                  "robot": unwrapped.world.robot.name, "video": args.video,
-                  "video_format": args.video_format if args.video else None}
+        params = {
+            "scene": scene.name,
+            "task": task.name,
+            "policy": args.policy,
+            "policy_meta": POLICIES.entry(args.policy).meta,
+            "episodes": args.episodes,
+            "seed_start": args.seed_start,
+            "policy_seed": args.policy_seed,
+            "env": unwrapped.config,
+            "chunk_size": unwrapped.chunk_size,
+            "execute": unwrapped.execute,
+            "max_frames": unwrapped.max_frames,
+            "robot": unwrapped.world.robot.name,
+            "video": args.video,
+            "video_format": args.video_format if args.video else None,
+        }
         atomic_write_json(tmp / "config.json", params)
-        outputs = {"episodes.json": tmp / "episodes.json", "episodes.csv": tmp / "episodes.csv",
-                   "config.json": tmp / "config.json"}
+        outputs = {
+            "episodes.json": tmp / "episodes.json",
+            "episodes.csv": tmp / "episodes.csv",
+            "config.json": tmp / "config.json",
+        }
         outputs.update({f"videos/{v.name}": v for v in videos})
         inputs = {"scene.json": scene_dir / SCENE_FILE}
         background = scene_dir / "background.ply"
         if background.is_file():
             inputs["background.ply"] = background
-        manifest = make_manifest(tool=TOOL, params=params, seed=args.seed_start, inputs=inputs,
-                                 outputs=outputs, counts={"episodes": len(records),
-                                                          "successes": successes})
+        manifest = make_manifest(
+            tool=TOOL,
+            params=params,
+            seed=args.seed_start,
+            inputs=inputs,
+            outputs=outputs,
+            counts={"episodes": len(records), "successes": successes},
+        )
         atomic_write_json(tmp / "manifest.json", manifest)
-    print(f"{task.name} / {args.policy}: {successes}/{len(records)} successes, "
-          f"mean final progress {summary['mean_progress_final']:.3f}, {wall:.1f} s -> {args.out}")
+    print(
+        f"{task.name} / {args.policy}: {successes}/{len(records)} successes, "
+        f"mean final progress {summary['mean_progress_final']:.3f}, {wall:.1f} s -> {args.out}"
+    )
     return 0

@@ -136,7 +136,11 @@ class MujocoPinhole:
         )
 
     def render_backend(self, data: mujoco.MjData):
-        """A ``bench.render``-style pinhole backend ``f(splats, camera, *, background, sh_degree)``."""
+        """This renderer as a ``bench.render`` pinhole backend for ``render_cubemap``.
+
+        Signature ``f(splats, camera, *, background, sh_degree)``; the splats argument is
+        ignored (MuJoCo draws the model in ``data``).
+        """
 
         def backend(
             _splats: Any, camera: Camera, *, background=(0.0, 0.0, 0.0), sh_degree=None

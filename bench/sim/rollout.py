@@ -60,9 +60,15 @@ class EpisodeRecord:
         return asdict(self)
 
 
-def run_episode(env: Any, policy: Any, *, condition: int, episode: int = 0,
-                policy_name: str = "", record_frames: bool = False,
-                ) -> tuple[EpisodeRecord, list[np.ndarray], float]:
+def run_episode(
+    env: Any,
+    policy: Any,
+    *,
+    condition: int,
+    episode: int = 0,
+    policy_name: str = "",
+    record_frames: bool = False,
+) -> tuple[EpisodeRecord, list[np.ndarray], float]:
     """Roll ``policy`` out in ``env`` from initial condition ``condition``.
 
     Returns:
@@ -87,11 +93,21 @@ def run_episode(env: Any, policy: Any, *, condition: int, episode: int = 0,
     unwrapped = env.unwrapped
     x, y, yaw = unwrapped.initial_pose
     record = EpisodeRecord(
-        episode=episode, condition=condition, task=unwrapped.task.name,
+        episode=episode,
+        condition=condition,
+        task=unwrapped.task.name,
         policy=policy_name or getattr(policy, "name", type(policy).__name__),
-        scene=str(getattr(unwrapped.scene, "name", "")), success=bool(info["success"]),
-        progress_final=round(float(reward), 6), progress_max=round(progress_max, 6),
-        failure=info["failure"] or "", truncated=bool(truncated), frames=int(info["frame"]),
-        policy_queries=queries, first_grasp_frame=first_grasp, init_x=round(x, 6),
-        init_y=round(y, 6), init_yaw_deg=round(float(np.rad2deg(yaw)), 6))
+        scene=str(getattr(unwrapped.scene, "name", "")),
+        success=bool(info["success"]),
+        progress_final=round(float(reward), 6),
+        progress_max=round(progress_max, 6),
+        failure=info["failure"] or "",
+        truncated=bool(truncated),
+        frames=int(info["frame"]),
+        policy_queries=queries,
+        first_grasp_frame=first_grasp,
+        init_x=round(x, 6),
+        init_y=round(y, 6),
+        init_yaw_deg=round(float(np.rad2deg(yaw)), 6),
+    )
     return record, frames, time.perf_counter() - start

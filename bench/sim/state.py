@@ -25,7 +25,8 @@ def _same(a: object, b: object) -> bool:
 
 def _fields_equal(x: object, y: object) -> bool:
     return type(x) is type(y) and all(
-        _same(getattr(x, f), getattr(y, f)) for f in x.__dataclass_fields__)
+        _same(getattr(x, f), getattr(y, f)) for f in x.__dataclass_fields__
+    )
 
 
 @dataclass(frozen=True, eq=False)

@@ -30,7 +30,15 @@ def qstate():
 
     def read(env):
         data = env.unwrapped.world.data
-        return np.concatenate([data.qpos, data.qvel, data.mocap_pos.ravel(),
-                               data.mocap_quat.ravel(), data.eq_active.astype(float), [data.time]])
+        return np.concatenate(
+            [
+                data.qpos,
+                data.qvel,
+                data.mocap_pos.ravel(),
+                data.mocap_quat.ravel(),
+                data.eq_active.astype(float),
+                [data.time],
+            ]
+        )
 
     return read

@@ -99,12 +99,15 @@ def test_different_seeds_give_different_initial_states(small_scene, qstate):
     np.testing.assert_array_equal(qstate(env), starts[1])
 
 
-@pytest.mark.parametrize("bad, message", [
-    (np.zeros((16, 7)), "expected (32, 7)"),
-    (np.zeros(7), "expected (32, 7)"),
-    (np.full((32, 7), np.nan), "NaN"),
-    ("left", "numeric"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (np.zeros((16, 7)), "expected (32, 7)"),
+        (np.zeros(7), "expected (32, 7)"),
+        (np.full((32, 7), np.nan), "NaN"),
+        ("left", "numeric"),
+    ],
+)
 def test_bad_actions_raise_clear_errors(small_scene, bad, message):
     env = make(small_scene)
     env.reset(seed=0)
@@ -134,14 +137,17 @@ def test_table_too_small_is_refused(small_scene):
 def _teleport(env, name, pos):
     world = env.unwrapped.world
     adr = world._object_qpos[name]
-    world.data.qpos[adr:adr + 3] = pos
+    world.data.qpos[adr : adr + 3] = pos
     world.data.qvel[:] = 0
 
 
-@pytest.mark.parametrize("pos, reason", [
-    ((0.0, -0.2, -0.2), "fell_through_table:cup"),
-    ((2.0, 0.0, 0.05), "left_workspace:cup"),
-])
+@pytest.mark.parametrize(
+    "pos, reason",
+    [
+        ((0.0, -0.2, -0.2), "fell_through_table:cup"),
+        ((2.0, 0.0, 0.05), "left_workspace:cup"),
+    ],
+)
 def test_object_lost_ends_episode_as_failure(small_scene, pos, reason):
     env = make(small_scene, control="single")
     env.reset(seed=0)

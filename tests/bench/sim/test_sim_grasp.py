@@ -35,8 +35,9 @@ def _relative(env):
 
 
 def test_contact_rule_attaches_without_jump_and_releases(small_scene):
-    env = gymnasium.make(bench.sim.ENV_IDS["cup"], scene=small_scene, obs_mode="state",
-                         control="single")
+    env = gymnasium.make(
+        bench.sim.ENV_IDS["cup"], scene=small_scene, obs_mode="state", control="single"
+    )
     info = _descend_and_close(env)
     assert info["grasp"]["attached"] == "cup"
     assert ("cup", "left_pad") in info["contacts"] and ("cup", "right_pad") in info["contacts"]
@@ -56,8 +57,13 @@ def test_contact_rule_attaches_without_jump_and_releases(small_scene):
 
 def test_frictional_rule_holds_near_threshold(small_scene):
     config = GraspConfig(mode="friction", force_threshold=12.0)
-    env = gymnasium.make(bench.sim.ENV_IDS["cup"], scene=small_scene, obs_mode="state",
-                         control="single", grasp=config)
+    env = gymnasium.make(
+        bench.sim.ENV_IDS["cup"],
+        scene=small_scene,
+        obs_mode="state",
+        control="single",
+        grasp=config,
+    )
     _descend_and_close(env)
     world = env.unwrapped.world
     assert world.grasp.attached is None and world.grasp.squeezing == 0

@@ -1,4 +1,4 @@
-"""Scripted experts reach >= 90% success on the first 20 grid conditions (state mode, clean scene)."""
+"""Scripted experts reach >= 90% success on the first 20 grid conditions (state mode, clean)."""
 
 import gymnasium
 import numpy as np
@@ -27,8 +27,9 @@ def test_expert_solves_first_20_conditions(small_scene, task):
 
 
 def test_expert_with_frictional_grasp(small_scene):
-    rate, _ = _success_rate(small_scene, "cup", "expert", range(5),
-                            grasp=GraspConfig(mode="friction"))
+    rate, _ = _success_rate(
+        small_scene, "cup", "expert", range(5), grasp=GraspConfig(mode="friction")
+    )
     assert rate >= 0.8
 
 

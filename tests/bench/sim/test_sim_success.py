@@ -20,11 +20,19 @@ def _tilt_x(deg):
 
 
 def _state(objects, contacts=(), attached=None):
-    return TaskState(objects={k: ObjectState(pos=np.asarray(p, float), quat=np.asarray(q, float),
-                                             linvel=np.asarray(v, float))
-                              for k, (p, q, v) in objects.items()},
-                     contacts=frozenset(tuple(sorted(c)) for c in contacts), attached=attached,
-                     tcp_pos=np.zeros(3), tcp_quat=UP, opening=0.1)
+    return TaskState(
+        objects={
+            k: ObjectState(
+                pos=np.asarray(p, float), quat=np.asarray(q, float), linvel=np.asarray(v, float)
+            )
+            for k, (p, q, v) in objects.items()
+        },
+        contacts=frozenset(tuple(sorted(c)) for c in contacts),
+        attached=attached,
+        tcp_pos=np.zeros(3),
+        tcp_quat=UP,
+        opening=0.1,
+    )
 
 
 CUP = get_task("cup")
@@ -38,8 +46,10 @@ def test_cup_on_plate_positive():
     assert CUP.success(_state({"cup": CUP_ON_PLATE, "plate": PLATE}, ON_PLATE_CONTACTS))
 
 
-@pytest.mark.parametrize("change", ["held", "pinched", "moving", "tilted", "off_centre",
-                                    "on_table", "no_contact", "plate_lifted"])
+@pytest.mark.parametrize(
+    "change",
+    ["held", "pinched", "moving", "tilted", "off_centre", "on_table", "no_contact", "plate_lifted"],
+)
 def test_cup_on_plate_negatives(change):
     cup, contacts, attached = list(CUP_ON_PLATE), list(ON_PLATE_CONTACTS), None
     if change == "held":
@@ -97,10 +107,12 @@ def test_pen_in_box_positive_and_negatives():
     across = ((0.0, 0.15, 0.0145), _yaw(90.0), (0, 0, 0))
     assert not PEN.success(_state({"pen": across, "pen_box": PEN_BOX}, ok))
     # one tip sticking out along x: centre at 0.05 -> tip at 0.12 > 0.10
-    assert not PEN.success(_state({"pen": ((0.05, 0.15, 0.0145), UP, (0, 0, 0)),
-                                   "pen_box": PEN_BOX}, ok))
+    assert not PEN.success(
+        _state({"pen": ((0.05, 0.15, 0.0145), UP, (0, 0, 0)), "pen_box": PEN_BOX}, ok)
+    )
     # leaning on the rim: tilted 30 deg about y puts a tip 0.035 above the centre -> above rim
     lean = ((0.0, 0.15, 0.03), np.array([np.cos(np.pi / 12), 0, np.sin(np.pi / 12), 0]), (0, 0, 0))
     assert not PEN.success(_state({"pen": lean, "pen_box": PEN_BOX}, ok))
-    assert not PEN.success(_state({"pen": along, "pen_box": PEN_BOX}, ok + [("pen", "left_pad"),
-                                                                           ("pen", "right_pad")]))
+    assert not PEN.success(
+        _state({"pen": along, "pen_box": PEN_BOX}, ok + [("pen", "left_pad"), ("pen", "right_pad")])
+    )

@@ -1,0 +1,107 @@
+"""Observation rendering: MuJoCo depth/colour geometry, the fisheye remap, depth compositing."""
+
+import math
+
+import gymnasium
+import numpy as np
+import pytest
+
+import bench.sim
+from bench.scene.cameras import Camera, look_at
+
+
+@pytest.fixture(scope="module")
+def env(small_scene):
+    env = gymnasium.make(
+        bench.sim.ENV_IDS["cup"],
+        scene=small_scene,
+        obs_mode="rgb",
+        image_size=(64, 64),
+        render_mode="rgb_array",
+    )
+    env.reset(seed=2)  # cup at table (0, -0.22), plate at (0, 0.14)
+    yield env
+    env.close()
+
+
+def test_mujoco_pinhole_depth_matches_geometry(env):
+    renderer = env.unwrapped._get_renderer()
+    world = env.unwrapped.world
+    cup = world.object_state("cup").pos
+    # cup height 0.09, plus its visual opening disc (half-thickness 1 mm, raised 0.5 mm)
+    top = cup[2] + 0.045 + 0.0015
+    eye = np.array([cup[0], cup[1], 0.5])
+    cam = Camera.pinhole_from_fov(
+        33, 33, fov_x_deg=40.0, world_from_camera=look_at(eye, cup, up=(0, 1, 0))
+    )
+    renderer.mujoco.show_table(True)
+    out = renderer.mujoco.render(world.data, cam)
+    # closed form: looking straight down, the centre pixel sees the cup top at 0.5 - top
+    assert out.depth[16, 16] == pytest.approx(0.5 - top, abs=1e-3)
+    assert out.alpha[16, 16] == 1.0
+    # the image corner sees the table top (z = 0) along a ray 20*sqrt(2)-ish degrees off axis:
+    # its camera-z depth is the height of the eye, 0.5 m
+    assert out.depth[0, 0] == pytest.approx(0.5, abs=2e-3)
+    renderer.mujoco.show_table(False)
+    out = renderer.mujoco.render(world.data, cam)
+    assert math.isinf(out.depth[0, 0]) and out.alpha[0, 0] == 0.0  # table hidden in obs passes
+
+
+def test_fisheye_remap_puts_the_cup_where_the_camera_model_projects_it(env, small_scene):
+    from bench.render.fisheye import render_cubemap
+
+    renderer = env.unwrapped._get_renderer()
+    world = env.unwrapped.world
+    camera = renderer.wrist_camera()
+    mesh = render_cubemap(
+        renderer.mujoco.render_backend(world.data), None, camera, face_px=renderer.face_px
+    )
+    # the plate's top centre (the camera sits on the plate's side of the palm, so it is unoccluded)
+    plate_top = world.object_state("plate").pos + [0, 0, 0.006]
+    uv, _ = camera.project_world(plate_top[None])
+    u, v = int(uv[0, 0]), int(uv[0, 1])
+    assert mesh.alpha[v, u] == pytest.approx(1.0)
+    # fisheye depth is the distance along the ray (flat plate: nearly constant over one pixel)
+    dist = np.linalg.norm(plate_top - camera.world_from_camera[:3, 3])
+    assert mesh.depth[v, u] == pytest.approx(dist, abs=0.01)
+
+
+def test_wrist_observation_composites_objects_over_the_background(env):
+    from bench.render import render
+    from bench.render.fisheye import render_cubemap
+    from bench.sim.observation import mesh_layers, to_uint8
+
+    renderer = env.unwrapped._get_renderer()
+    obs = env.unwrapped._observation()
+    rgb = obs["wrist_rgb"]
+    assert rgb.shape == (64, 64, 3) and rgb.dtype == np.uint8
+    camera = renderer.wrist_camera()
+    gs = render(
+        env.unwrapped.scene.background,
+        camera,
+        backend="cpu",
+        fisheye_mode="cubemap",
+        cubemap_face_px=renderer.face_px,
+    )
+    gs_only = (np.clip(gs.rgb, 0, 1) * 255 + 0.5).astype(np.uint8)
+    world = env.unwrapped.world
+    mesh_rgb, mesh_depth = mesh_layers(
+        render_cubemap(
+            renderer.mujoco.render_backend(world.data), None, camera, face_px=renderer.face_px
+        )
+    )
+    uv, _ = camera.project_world((world.object_state("plate").pos + [0, 0, 0.006])[None])
+    u, v = int(uv[0, 0]), int(uv[0, 1])
+    # the plate lies in front of the reconstructed table: its pixel is the MuJoCo colour
+    assert mesh_depth[v, u] < gs.depth[v, u]
+    np.testing.assert_array_equal(rgb[v, u], to_uint8(mesh_rgb[v, u]))
+    assert not np.array_equal(rgb[v, u], gs_only[v, u])
+    outside = ~gs.valid
+    assert np.all(rgb[outside] == 0)  # outside the 200-degree image circle
+    same = np.all(rgb == gs_only, axis=-1) & gs.valid
+    assert 0.3 < same.mean() < 0.95  # most of the view is background, not all of it
+
+
+def test_exterior_render(env):
+    frame = env.render()
+    assert frame.shape == (240, 320, 3) and frame.dtype == np.uint8 and frame.std() > 10
