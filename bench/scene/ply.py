@@ -12,11 +12,13 @@ too) and written back after the standard ones, in its original order.
 Writing is always binary little-endian float32, normals (zeros unless present
 in ``extra``) included by default.
 
-Speed: the vertex block is read once into memory and every property group
-(means, quats, ...) is copied out of it through one strided view
+Speed: the vertex block is streamed through one small buffer (8 MiB) and
+every property group (means, quats, ...) is copied out of it into the
+preallocated output arrays through one strided view
 (``np.ndarray(buffer=..., strides=(row_bytes, 4))``), never a Python loop per
-Gaussian; writing fills one output buffer through the same kind of views and
-hands it to :func:`bench.provenance.atomic_write_bytes`. A plain per-property
+Gaussian, so reading needs little memory beyond its result; writing fills one
+output buffer through the same kind of views and hands it to
+:func:`bench.provenance.atomic_write_bytes`. A plain per-property
 reference decoder (:func:`decode_vertices_reference`, structured dtype +
 ``np.stack``) sits beside the fast path; the tests compare the two.
 """
@@ -198,8 +200,9 @@ def _column_view(body: np.ndarray, header: PlyHeader, prop: PlyProperty) -> np.n
                       offset=prop.offset, strides=(header.row_bytes,))
 
 
-def _group(body: np.ndarray, header: PlyHeader, names: list[str] | tuple[str, ...]) -> np.ndarray:
-    """Copy properties ``names`` into one contiguous float32 block [N, len(names)]."""
+def _copy_group(body: np.ndarray, header: PlyHeader, names: tuple[str, ...],
+                out: np.ndarray) -> None:
+    """Copy properties ``names`` of every row in ``body`` into ``out`` [n, len(names)]."""
     props = header.by_name()
     first = props[names[0]]
     size = int(first.code[1])
@@ -207,32 +210,64 @@ def _group(body: np.ndarray, header: PlyHeader, names: list[str] | tuple[str, ..
         props[n].code == first.code and props[n].offset == first.offset + i * size
         for i, n in enumerate(names)
     )
-    n = header.num_vertices
     if contiguous:  # one strided view over the whole group, one copy
-        view = np.ndarray(shape=(n, len(names)), dtype=np.dtype(header.fmt + first.code),
-                          buffer=body, offset=first.offset, strides=(header.row_bytes, size))
-        return np.array(view, dtype=np.float32, order="C")
-    out = np.empty((n, len(names)), dtype=np.float32)
+        view = np.ndarray(shape=(header.num_vertices, len(names)),
+                          dtype=np.dtype(header.fmt + first.code), buffer=body,
+                          offset=first.offset, strides=(header.row_bytes, size))
+        np.copyto(out, view, casting="unsafe")
+        return
     for i, name in enumerate(names):
-        out[:, i] = _column_view(body, header, props[name])
-    return out
+        np.copyto(out[:, i], _column_view(body, header, props[name]), casting="unsafe")
 
 
-def _sh_rest(body: np.ndarray, header: PlyHeader, k: int) -> np.ndarray:  # [N, K, 3]
-    n = header.num_vertices
+def _copy_sh_rest(body: np.ndarray, header: PlyHeader, out: np.ndarray) -> None:  # [n, K, 3]
+    k = out.shape[1]
     if k == 0:
-        return np.zeros((n, 0, 3), dtype=np.float32)
-    names = [f"f_rest_{i}" for i in range(3 * k)]
+        return
+    names = tuple(f"f_rest_{i}" for i in range(3 * k))
     props = header.by_name()
     first = props[names[0]]
     contiguous = all(props[nm].code == "f4" and props[nm].offset == first.offset + 4 * i
                      for i, nm in enumerate(names))
-    if contiguous:  # read channel-major [N, 3, K] as [N, K, 3] straight from the buffer
-        view = np.ndarray(shape=(n, k, 3), dtype=np.dtype(header.fmt + "f4"), buffer=body,
-                          offset=first.offset, strides=(header.row_bytes, 4, 4 * k))
-        return np.array(view, dtype=np.float32, order="C")
-    block = _group(body, header, names)  # [N, 3K] channel-major
-    return np.ascontiguousarray(block.reshape(n, 3, k).transpose(0, 2, 1))
+    if contiguous:  # read channel-major [n, 3, K] as [n, K, 3] straight from the buffer
+        view = np.ndarray(shape=(header.num_vertices, k, 3), dtype=np.dtype(header.fmt + "f4"),
+                          buffer=body, offset=first.offset,
+                          strides=(header.row_bytes, 4, 4 * k))
+        np.copyto(out, view, casting="unsafe")
+        return
+    for c in range(3):
+        _copy_group(body, header, names[c * k:(c + 1) * k], out[:, :, c])
+
+
+def _allocate(header: PlyHeader, k: int) -> dict[str, np.ndarray]:
+    n = header.num_vertices
+    arrays = {name: np.empty((n, len(cols)), dtype=np.float32)
+              for name, cols in CORE_GROUPS.items()}
+    arrays["sh_rest"] = np.empty((n, k, 3), dtype=np.float32)
+    props = header.by_name()
+    arrays.update({f"extra:{name}": np.empty(n, dtype=np.dtype(props[name].code))
+                   for name in _extra_names(header)})
+    return arrays
+
+
+def _decode_into(body: np.ndarray, header: PlyHeader, arrays: dict[str, np.ndarray],
+                 rows: slice) -> None:
+    """Decode the rows held in ``body`` into ``arrays[...][rows]``."""
+    for name, cols in CORE_GROUPS.items():
+        _copy_group(body, header, cols, arrays[name][rows])
+    _copy_sh_rest(body, header, arrays["sh_rest"][rows])
+    props = header.by_name()
+    for key, arr in arrays.items():
+        if key.startswith("extra:"):
+            np.copyto(arr[rows], _column_view(body, header, props[key[6:]]), casting="unsafe")
+
+
+def _assemble(arrays: dict[str, np.ndarray]) -> GaussianSplats:
+    return GaussianSplats(
+        means=arrays["means"], quats=arrays["quats"], log_scales=arrays["log_scales"],
+        opacity_logits=arrays["opacity_logits"][:, 0], sh_dc=arrays["sh_dc"],
+        sh_rest=arrays["sh_rest"],
+        extra={key[6:]: arr for key, arr in arrays.items() if key.startswith("extra:")})
 
 
 def decode_vertices(body: np.ndarray, header: PlyHeader, *, source: str = "PLY") -> GaussianSplats:
@@ -244,17 +279,32 @@ def decode_vertices(body: np.ndarray, header: PlyHeader, *, source: str = "PLY")
         source: Name used in error messages.
     """
     k = _check_required(header, source)
-    props = header.by_name()
-    return GaussianSplats(
-        means=_group(body, header, CORE_GROUPS["means"]),
-        quats=_group(body, header, CORE_GROUPS["quats"]),
-        log_scales=_group(body, header, CORE_GROUPS["log_scales"]),
-        opacity_logits=_group(body, header, CORE_GROUPS["opacity_logits"])[:, 0],
-        sh_dc=_group(body, header, CORE_GROUPS["sh_dc"]),
-        sh_rest=_sh_rest(body, header, k),
-        extra={name: np.array(_column_view(body, header, props[name]),
-                              dtype=np.dtype(props[name].code)) for name in _extra_names(header)},
-    )
+    arrays = _allocate(header, k)
+    _decode_into(body, header, arrays, slice(0, header.num_vertices))
+    return _assemble(arrays)
+
+
+def _read_binary_chunked(handle, header: PlyHeader, k: int, source: str,
+                         chunk_bytes: int) -> GaussianSplats:
+    """Stream the vertex block through one small buffer into the output arrays.
+
+    Peak memory is the output arrays plus one chunk, instead of a second full
+    copy of the file.
+    """
+    arrays = _allocate(header, k)
+    n, row = header.num_vertices, header.row_bytes
+    chunk_rows = max(1, chunk_bytes // max(row, 1))
+    buffer = np.empty(chunk_rows * row, dtype=np.uint8)
+    handle.seek(header.body_offset)
+    for start in range(0, n, chunk_rows):
+        rows = min(chunk_rows, n - start)
+        view = memoryview(buffer)[: rows * row]
+        got = handle.readinto(view)
+        if got != rows * row:  # the size check passed, so the file shrank while reading
+            raise BenchError(f"{source}: truncated PLY while reading vertex {start + got // row}")
+        part = PlyHeader(header.fmt, rows, header.properties, row, 0, header.comments)
+        _decode_into(buffer, part, arrays, slice(start, start + rows))
+    return _assemble(arrays)
 
 
 def decode_vertices_reference(body: np.ndarray, header: PlyHeader) -> GaussianSplats:
@@ -329,13 +379,16 @@ def read_ply_header(path: str | os.PathLike) -> PlyHeader:
     return header
 
 
-def read_ply(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> GaussianSplats:
+def read_ply(path: str | os.PathLike, *, drop_nonfinite: bool = False,
+             chunk_bytes: int = 8 << 20) -> GaussianSplats:
     """Read a 3DGS PLY file into a :class:`GaussianSplats` (storage convention).
 
     Args:
         path: A ``.ply`` file (binary little/big-endian or ASCII).
         drop_nonfinite: Drop Gaussians with NaN/Inf in any core property instead
             of raising.
+        chunk_bytes: Size of the read buffer for binary files (memory beyond
+            the output arrays).
 
     Returns:
         The Gaussians; properties outside the 3DGS layout (and ``nx, ny, nz``)
@@ -348,25 +401,32 @@ def read_ply(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> Gaussi
     """
     path = Path(path)
     source = str(path)
-    data = _load_bytes(path)
-    if data.size == 0:
+    if not path.exists():
+        raise BenchError(f"file not found: {path}; check the path")
+    if path.is_dir():
+        raise BenchError(f"{path} is a directory, expected a .ply file")
+    size = path.stat().st_size
+    if size == 0:
         raise BenchError(f"{source}: empty file; re-export or re-copy the PLY")
-    header = parse_header(data, source=source)
-    _check_required(header, source)
-    if header.fmt == "ascii":
-        body = _ascii_to_binary(data, header, source)
-        header = PlyHeader("<", header.num_vertices, header.properties, header.row_bytes, 0,
-                           header.comments)
-    else:
-        need = header.num_vertices * header.row_bytes
-        have = data.size - header.body_offset
-        if have < need:
-            raise BenchError(f"{source}: truncated PLY: header promises {header.num_vertices} "
-                             f"vertices ({need} bytes) but only {have} bytes follow; "
-                             "the file is incomplete (re-export or re-copy it)")
-        body = data[header.body_offset: header.body_offset + need]
-    splats = decode_vertices(body, header, source=source)
-    del data, body
+    with open(path, "rb") as handle:
+        head = handle.read(MAX_HEADER_BYTES)
+        header = parse_header(head, source=source)
+        k = _check_required(header, source)
+        if header.fmt == "ascii":
+            data = np.frombuffer(head + handle.read(), dtype=np.uint8)
+            body = _ascii_to_binary(data, header, source)
+            header = PlyHeader("<", header.num_vertices, header.properties, header.row_bytes, 0,
+                               header.comments)
+            splats = decode_vertices(body, header, source=source)
+        else:
+            need = header.num_vertices * header.row_bytes
+            have = size - header.body_offset
+            if have < need:
+                raise BenchError(f"{source}: truncated PLY: header promises "
+                                 f"{header.num_vertices} vertices ({need} bytes) but only "
+                                 f"{have} bytes follow; the file is incomplete "
+                                 "(re-export or re-copy it)")
+            splats = _read_binary_chunked(handle, header, k, source, chunk_bytes)
     return check_finite(splats, drop_nonfinite=drop_nonfinite, source=source)
 
 

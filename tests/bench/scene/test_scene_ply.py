@@ -236,3 +236,15 @@ def test_encode_is_deterministic_and_headers_parse():
     header = parse_header(a)
     assert header.fmt == "<" and header.num_vertices == len(splats)
     assert header.row_bytes * header.num_vertices + header.body_offset == a.size
+
+
+@pytest.mark.parametrize("byte_order", ["<", ">"])
+def test_chunked_read_matches_single_block(tmp_path, byte_order):
+    splats = random_splats(n=1001, k=15)
+    path = tmp_path / "c.ply"
+    plyfile.PlyData([plyfile_vertices(splats)], byte_order=byte_order).write(path)
+    data = np.fromfile(path, dtype=np.uint8)
+    header = parse_header(data)
+    whole = decode_vertices(data[header.body_offset:], header)
+    for chunk in (1, 777, 10_000, 1 << 20):  # 1 row per chunk, ragged chunks, one chunk
+        assert_same(read_ply(path, chunk_bytes=chunk), whole)
