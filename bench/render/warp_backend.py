@@ -33,8 +33,10 @@ from bench.render.output import RenderOutput, resolve_sh_degree
 from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 
-wp.config.quiet = True
+if wp.config.log_level == wp.LOG_INFO:  # Warp's default: silence the init banner and the
+    wp.config.log_level = wp.LOG_ERROR  # "no CUDA driver" notice on CPU-only machines
 DEVICE = "cpu"
+wp.set_module_options({"enable_backward": False})  # forward only: halves compile time
 
 # Constants of bench.render.constants as Warp compile-time constants.
 _C0 = wp.constant(K.SH_C0)
