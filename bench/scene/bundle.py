@@ -332,7 +332,8 @@ def write_scene_files(bundle: SceneBundle, directory: str | os.PathLike) -> dict
                 shutil.copytree(bundle.root / folder, directory / folder, dirs_exist_ok=True)
         for rel in bundle.cameras.values():  # camera files kept outside cameras/
             source, target = bundle.root / rel, directory / rel
-            if source.is_file() and not target.exists():
+            inside = target.resolve().is_relative_to(directory.resolve())
+            if inside and source.is_file() and not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target)
     for rel, content in sorted(bundle.files.items()):
