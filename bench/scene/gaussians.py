@@ -132,7 +132,9 @@ class GaussianSplats:
         names = list(first.extra) + [k for k in second.extra if k not in first.extra]
 
         def column(s: GaussianSplats, name: str) -> np.ndarray:
-            return s.extra.get(name, np.zeros(len(s), dtype=np.float32))
+            # zero-fill with the dtype the other set uses, so int extras stay int
+            like = first.extra.get(name, second.extra.get(name))
+            return s.extra.get(name, np.zeros(len(s), dtype=like.dtype))
 
         return GaussianSplats(
             means=np.concatenate([first.means, second.means]),
