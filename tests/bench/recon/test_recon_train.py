@@ -241,3 +241,19 @@ def test_gsplat_backend_gains_3_db(capture):
     result = train(manifest, config=cfg, init=load_seed(capture.seed_path, config=cfg))
     assert result.backend == "gsplat"
     assert result.log[-1]["test_psnr"] - result.log[0]["test_psnr"] >= 3.0, result.log
+
+
+def test_image_cache_matches_plain_float_loader(capture, tmp_path):
+    import cv2
+
+    from bench.recon.train import ImageCache, load_image
+
+    manifest = CaptureManifest.load(capture.manifest_path)
+    cache = ImageCache(manifest, manifest.views[:3])
+    for i, view in enumerate(manifest.views[:3]):
+        np.testing.assert_array_equal(cache.get(i, "cpu").numpy(),
+                                      load_image(manifest.root / view.image))
+    deep = (np.arange(4 * 5 * 3).reshape(4, 5, 3) * 1000).astype(np.uint16)
+    cv2.imwrite(str(tmp_path / "deep.png"), deep)
+    np.testing.assert_allclose(load_image(tmp_path / "deep.png"), deep[..., ::-1] / 65535.0,
+                               rtol=1e-6)
