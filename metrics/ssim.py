@@ -8,9 +8,14 @@ gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=1,
 channel_axis=-1)``: scikit-image filters with reflect padding but then crops a
 border of 5 pixels, exactly the part a "valid" convolution drops.
 
-:func:`ssim` is the fast path (separable float64 convolutions in torch, batched
-over images and channels); :func:`ssim_reference` is the plain scipy version
-it is tested against.
+:func:`ssim` is the fast path: one separable float64 filter pass over the
+stacked moment images (x, y, x^2, y^2, xy for all three channels at once) per
+frame with ``scipy.ndimage.correlate1d`` on CPU, or float64 ``conv2d`` batched over
+frames on CUDA. On CPU the filter is memory-bound, so one frame's 15 planes at a
+time beat a whole batch (measured in ``benchmarks/bench_metrics.py``); float64
+is needed because ``E[x^2] - E[x]^2`` cancels badly in float32 (errors ~1e-4 in
+SSIM, against the 1e-6 we guarantee). :func:`ssim_reference` is the plain
+per-channel, per-moment scipy version the fast path is tested against.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 
 from bench.errors import BenchError
 from metrics.base import Scorer, ScorerInfo
-from metrics.images import as_image_batch, check_pair
+from metrics.images import as_image_batch, check_pair, to_float64
 
 SIGMA = 1.5
 TRUNCATE = 3.5
@@ -58,42 +63,61 @@ def _ssim_map_terms(mu_x, mu_y, xx, yy, xy):
     return num / den
 
 
+def _ssim_frame_cpu(x: np.ndarray, y: np.ndarray) -> float:  # [H,W,3] x2 -> scalar
+    """Mean SSIM of one frame: all 15 moment planes filtered in one pass per axis."""
+    from scipy.ndimage import correlate1d
+
+    x = np.ascontiguousarray(x.transpose(2, 0, 1))  # [3, H, W]
+    y = np.ascontiguousarray(y.transpose(2, 0, 1))
+    taps = gaussian_kernel_1d()
+    moments = np.stack([x, y, x * x, y * y, x * y])  # [5, 3, H, W]
+    # reflect mode as scikit-image; the border it affects is cropped below
+    filt = correlate1d(correlate1d(moments, taps, axis=2, mode="reflect"), taps, axis=3,
+                       mode="reflect")[..., RADIUS:-RADIUS, RADIUS:-RADIUS]
+    return float(_ssim_map_terms(*filt).mean(axis=(1, 2)).mean())
+
+
+def _ssim_batch_torch(x, y, device: str) -> np.ndarray:  # [n,H,W,3] x2 -> [n]
+    """Mean SSIM per frame with float64 conv2d (valid), batched over frames and channels."""
+    import torch
+    import torch.nn.functional as F
+
+    taps = torch.from_numpy(gaussian_kernel_1d()).to(device)
+    x = torch.from_numpy(x).to(device).permute(0, 3, 1, 2)
+    y = torch.from_numpy(y).to(device).permute(0, 3, 1, 2)
+    n, c, h, w = x.shape
+    stack = torch.stack([x, y, x * x, y * y, x * y]).reshape(5 * n * c, 1, h, w)
+    filt = F.conv2d(F.conv2d(stack, taps.view(1, 1, 1, WIN_SIZE)), taps.view(1, 1, WIN_SIZE, 1))
+    mu_x, mu_y, xx, yy, xy = filt.reshape(5, n, c, h - 2 * RADIUS, w - 2 * RADIUS)
+    return _ssim_map_terms(mu_x, mu_y, xx, yy, xy).mean(dim=(2, 3)).mean(dim=1).cpu().numpy()
+
+
 def ssim(
     pred: np.ndarray, ref: np.ndarray, *, device: str = "cpu", batch_size: int = 16
 ) -> np.ndarray:  # [N,H,W,3] x2 -> [N]
-    """Mean SSIM per image (fast batched path).
+    """Mean SSIM per image (fast path).
 
     Args:
         pred: Rendered / distorted images, uint8 or float in [0, 1].
         ref: Reference images of the same shape.
-        device: Torch device for the convolutions.
-        batch_size: Images per convolution batch (bounds memory: ~5 float64 maps per pixel).
+        device: ``"cpu"`` (scipy, frame by frame) or a CUDA device (torch, batched).
+        batch_size: Frames per conv2d batch on CUDA (~5 float64 maps per pixel each).
 
     Returns:
         float64 ``[N]``.
     """
-    import torch
-    import torch.nn.functional as F
-
-    pred = as_image_batch(pred, name="pred")
-    ref = as_image_batch(ref, name="ref")
+    pred = as_image_batch(pred, name="pred", convert=False)
+    ref = as_image_batch(ref, name="ref", convert=False)
     check_pair(pred, ref)
     _check_size(pred.shape)
-    taps = torch.from_numpy(gaussian_kernel_1d()).to(device)
-    k_row = taps.view(1, 1, 1, WIN_SIZE)
-    k_col = taps.view(1, 1, WIN_SIZE, 1)
-    out = []
-    for start in range(0, pred.shape[0], batch_size):
-        x = torch.from_numpy(pred[start : start + batch_size]).to(device).permute(0, 3, 1, 2)
-        y = torch.from_numpy(ref[start : start + batch_size]).to(device).permute(0, 3, 1, 2)
-        n, c, h, w = x.shape
-        # five moment images per channel, filtered together: [5, N*C, H, W] -> [5*N*C, 1, H, W]
-        stack = torch.stack([x, y, x * x, y * y, x * y]).reshape(5 * n * c, 1, h, w)
-        filt = F.conv2d(F.conv2d(stack, k_row), k_col)  # valid: [5*N*C, 1, H-10, W-10]
-        mu_x, mu_y, xx, yy, xy = filt.reshape(5, n, c, h - 2 * RADIUS, w - 2 * RADIUS)
-        smap = _ssim_map_terms(mu_x, mu_y, xx, yy, xy)
-        out.append(smap.mean(dim=(2, 3)).mean(dim=1).cpu().numpy())
-    return np.concatenate(out)
+    if device == "cpu":
+        return np.array([_ssim_frame_cpu(to_float64(p), to_float64(r))
+                         for p, r in zip(pred, ref, strict=True)])
+    return np.concatenate([
+        _ssim_batch_torch(to_float64(pred[i : i + batch_size]),
+                          to_float64(ref[i : i + batch_size]), device)
+        for i in range(0, len(pred), batch_size)
+    ])
 
 
 def ssim_reference(pred: np.ndarray, ref: np.ndarray) -> np.ndarray:  # [N,H,W,3] x2 -> [N]

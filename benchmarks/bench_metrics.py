@@ -1,0 +1,112 @@
+"""Throughput of the metrics scorers (images/s) beside the obvious alternatives, on CPU.
+
+    .venv/bin/python benchmarks/bench_metrics.py [--sizes 256,518] [--frames 16] [--repeats 3]
+
+Alternatives measured in the same run:
+  * SSIM: scikit-image structural_similarity called per image (same settings);
+  * LPIPS: the lpips package called per image pair (same network and weights);
+  * PSNR: a per-image numpy loop.
+NVS-SQA scores one sequence of --frames views (its unit is a sequence); reported as frames/s.
+Prints a Markdown table (and writes it to --out when given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+
+def best_time(fn, repeats: int) -> float:
+    fn()  # warm-up (allocations, lazy inits)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def make_pair(rng: np.random.Generator, n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    from scipy.ndimage import gaussian_filter
+
+    ref = gaussian_filter(rng.random((n, size, size, 3)), sigma=(0, 3, 3, 0))
+    ref = (ref - ref.min()) / (ref.max() - ref.min())
+    pred = np.clip(ref + 0.05 * rng.standard_normal(ref.shape), 0, 1)
+    return pred.astype(np.float32), ref.astype(np.float32)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="256,518", help="square image sides in pixels")
+    parser.add_argument("--frames", type=int, default=16, help="images per batch")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats (best is kept)")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--out", help="also write the Markdown table to this file")
+    args = parser.parse_args()
+
+    import lpips
+    import torch
+    from skimage.metrics import structural_similarity
+
+    from metrics.lpips_scorer import build_lpips_network
+    from metrics.registry import get_scorer
+
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    psnr, ssim, lp, sqa = (get_scorer(n, device="cpu") for n in ("psnr", "ssim", "lpips",
+                                                                   "nvs-sqa"))
+    package_net, _ = build_lpips_network(device="cpu")  # the lpips.LPIPS module itself
+
+    def psnr_loop(pred, ref):
+        return [10 * np.log10(1 / np.mean((p.astype(np.float64) - r) ** 2))
+                for p, r in zip(pred, ref, strict=True)]
+
+    def skimage_loop(pred, ref):
+        return [structural_similarity(p, r, gaussian_weights=True, sigma=1.5,
+                                      use_sample_covariance=False, data_range=1, channel_axis=-1)
+                for p, r in zip(pred, ref, strict=True)]
+
+    def lpips_package_loop(pred, ref):
+        out = []
+        with torch.no_grad():
+            for p, r in zip(pred, ref, strict=True):
+                tp = torch.from_numpy(p).permute(2, 0, 1)[None]
+                tr = torch.from_numpy(r).permute(2, 0, 1)[None]
+                out.append(package_net(tp, tr, normalize=True).item())
+        return out
+
+    del lpips  # imported to state the alternative's package explicitly
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        pred, ref = make_pair(rng, args.frames, size)
+        cases = [
+            ("psnr", "splatbench (numpy, batched)", lambda p=pred, r=ref: psnr(p, r)),
+            ("psnr", "numpy per-image loop", lambda p=pred, r=ref: psnr_loop(p, r)),
+            ("ssim", "splatbench (scipy float64, 15 planes per frame)", lambda p=pred, r=ref: ssim(p, r)),
+            ("ssim", "skimage per image", lambda p=pred, r=ref: skimage_loop(p, r)),
+            ("lpips", "splatbench (batched 8)", lambda p=pred, r=ref: lp(p, r)),
+            ("lpips", "lpips package per image", lambda p=pred, r=ref: lpips_package_loop(p, r)),
+            ("nvs-sqa", f"splatbench (1 sequence of {args.frames})", lambda p=pred: sqa(p)),
+        ]
+        for metric, impl, fn in cases:
+            seconds = best_time(fn, args.repeats)
+            rows.append((metric, f"{size}x{size}", impl, args.frames / seconds))
+            print(f"{metric:8s} {size}x{size} {impl:38s} {args.frames / seconds:9.1f} images/s",
+                  flush=True)
+
+    header = (f"CPU: {platform.processor() or platform.machine()}, torch threads "
+              f"{args.threads}, {args.frames} images per batch, best of {args.repeats}\n\n")
+    table = "| metric | size | implementation | images/s |\n|---|---|---|---:|\n"
+    table += "".join(f"| {m} | {s} | {i} | {v:.1f} |\n" for m, s, i, v in rows)
+    print()
+    print(header + table)
+    if args.out:
+        with open(args.out, "w") as handle:
+            handle.write(header + table)
+
+
+if __name__ == "__main__":
+    main()
