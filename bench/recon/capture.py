@@ -219,7 +219,8 @@ class CaptureManifest:
         Args:
             plan: A :class:`perturbations.coverage.CoveragePlan` made from this
                 manifest's frames: ``views == "all"`` keeps every view of a kept
-                frame, ``"forward"`` only the forward views.
+                frame, ``"forward"`` only the forward views (of every lens, when the
+                frames were reprojected from several lenses).
 
         Returns:
             The kept views in manifest order; never a test view.

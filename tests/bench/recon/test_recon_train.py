@@ -149,6 +149,11 @@ def test_cli_train_is_deterministic_and_carries_registration(capture, tmp_path, 
         assert code == 0, err
     for file in ("background.ply", "train_log.csv", "train_manifest.json", "scene.json"):
         assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes(), file
+    other = [a if a != 3 else 4 for a in common]  # --seed 4
+    code, _, err = run(["train", *other, "--out", tmp_path / "d"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "d" / "background.ply").read_bytes() != (
+        tmp_path / "a" / "background.ply").read_bytes()
     code, _, err = run(["train", *common, "--out", tmp_path / "c", "--scene", tmp_path / "ref"],
                        capsys)
     assert code == 0, err
