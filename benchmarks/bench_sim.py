@@ -54,8 +54,14 @@ def rollout(scene, *, obs_mode: str, fisheye_mode: str, policy: str = "hold") ->
     from bench.policies import make_policy
     from bench.sim.rollout import run_episode
 
-    env = gymnasium.make(bench.sim.ENV_IDS["cup"], scene=scene, obs_mode=obs_mode,
-                         fisheye_mode=fisheye_mode, execute=16, image_size=(128, 128))
+    env = gymnasium.make(
+        bench.sim.ENV_IDS["cup"],
+        scene=scene,
+        obs_mode=obs_mode,
+        fisheye_mode=fisheye_mode,
+        execute=16,
+        image_size=(128, 128),
+    )
     if obs_mode == "rgb":  # warm up: GL context, Warp kernel load, first-touch allocations
         env.reset(seed=0)
     renderer = env.unwrapped._renderer
@@ -65,12 +71,19 @@ def rollout(scene, *, obs_mode: str, fisheye_mode: str, policy: str = "hold") ->
     timings = dict(renderer.timings) if renderer is not None else {}
     env.close()
     rendered = sum(timings.values())
-    return {"obs_mode": obs_mode, "fisheye_mode": fisheye_mode if obs_mode == "rgb" else "-",
-            "policy": policy, "frames": record.frames, "queries": record.policy_queries,
-            "wall_s": wall, "physics_s": wall - rendered,
-            "gaussians_s": timings.get("gaussians", 0.0), "mujoco_s": timings.get("mujoco", 0.0),
-            "composite_s": timings.get("composite", 0.0),
-            "queries_per_s": record.policy_queries / wall}
+    return {
+        "obs_mode": obs_mode,
+        "fisheye_mode": fisheye_mode if obs_mode == "rgb" else "-",
+        "policy": policy,
+        "frames": record.frames,
+        "queries": record.policy_queries,
+        "wall_s": wall,
+        "physics_s": wall - rendered,
+        "gaussians_s": timings.get("gaussians", 0.0),
+        "mujoco_s": timings.get("mujoco", 0.0),
+        "composite_s": timings.get("composite", 0.0),
+        "queries_per_s": record.policy_queries / wall,
+    }
 
 
 def main() -> None:
@@ -84,22 +97,30 @@ def main() -> None:
 
     scene = make_sample_scene(seed=0, n_gaussians=args.gaussians)
     rates = physics_rates(scene, args.steps)
-    rows = [rollout(scene, obs_mode="rgb", fisheye_mode="cubemap"),
-            rollout(scene, obs_mode="rgb", fisheye_mode="direct"),
-            rollout(scene, obs_mode="state", fisheye_mode="cubemap"),
-            rollout(scene, obs_mode="rgb", fisheye_mode="cubemap", policy="expert")]
+    rows = [
+        rollout(scene, obs_mode="rgb", fisheye_mode="cubemap"),
+        rollout(scene, obs_mode="rgb", fisheye_mode="direct"),
+        rollout(scene, obs_mode="state", fisheye_mode="cubemap"),
+        rollout(scene, obs_mode="rgb", fisheye_mode="cubemap", policy="expert"),
+    ]
     print(f"background: {scene.background.num} Gaussians; physics dt 2 ms, 10 Hz control\n")
     print("| physics | steps/s |\n|---|---:|")
     print(f"| raw mj_step | {rates['raw_mj_step_per_s']:,.0f} |")
-    print(f"| env frame loop (mocap interp + grasp rule) | {rates['env_physics_steps_per_s']:,.0f} |")
-    print("\n| rollout (Cup, chunk 16, 128x128) | policy | frames | queries | wall s | "
-          "queries/s | physics s | GS render s | MuJoCo render s | composite s |")
+    print(
+        f"| env frame loop (mocap interp + grasp rule) | {rates['env_physics_steps_per_s']:,.0f} |"
+    )
+    print(
+        "\n| rollout (Cup, chunk 16, 128x128) | policy | frames | queries | wall s | "
+        "queries/s | physics s | GS render s | MuJoCo render s | composite s |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         label = "state (no render)" if r["obs_mode"] == "state" else f"rgb, {r['fisheye_mode']}"
-        print(f"| {label} | {r['policy']} | {r['frames']} | {r['queries']} | {r['wall_s']:.2f} | "
-              f"{r['queries_per_s']:.1f} | {r['physics_s']:.2f} | {r['gaussians_s']:.2f} | "
-              f"{r['mujoco_s']:.2f} | {r['composite_s']:.3f} |")
+        print(
+            f"| {label} | {r['policy']} | {r['frames']} | {r['queries']} | {r['wall_s']:.2f} | "
+            f"{r['queries_per_s']:.1f} | {r['physics_s']:.2f} | {r['gaussians_s']:.2f} | "
+            f"{r['mujoco_s']:.2f} | {r['composite_s']:.3f} |"
+        )
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"rates": rates, "rollouts": rows}, handle, indent=2)

@@ -53,7 +53,7 @@ from bench.sim.config import EnvConfig
 from bench.sim.progress import make_progress_scorer, step_state
 from bench.sim.state import TaskState
 from bench.sim.tasks import TaskSpec, get_task
-from bench.sim.transforms import rotvec_to_mat, slerp_mat
+from bench.sim.transforms import interpolate_pose, rotvec_to_mat
 from bench.sim.world import TableGeometry, World
 
 ACTION_DIM = 7
@@ -286,19 +286,15 @@ class SplatBenchEnv(gym.Env):
         goal, clipped = world.clip_target(start @ delta)
         self._clipped = clipped
         self._opening_cmd = float(row[6])
-        substeps = self.config.substeps
-        interp = np.eye(4)
-        for k in range(1, substeps + 1):
-            t = k / substeps
-            interp[:3, :3] = slerp_mat(start[:3, :3], goal[:3, :3], t)
-            interp[:3, 3] = (1 - t) * start[:3, 3] + t * goal[:3, 3]
+        positions, quaternions = interpolate_pose(start, goal, self.config.substeps)
+        for position, quaternion in zip(positions, quaternions, strict=True):
             opening = world.grasp.update(
                 model,
                 data,
                 commanded_opening=self._opening_cmd,
                 measured_opening=robot.opening(data),
             )
-            robot.command(data, world_from_tcp=interp, opening=opening)
+            robot.command(data, position=position, quaternion=quaternion, opening=opening)
             mujoco.mj_step(model, data)
         self._target = goal
         self._frame += 1

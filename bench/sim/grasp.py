@@ -23,6 +23,7 @@ import numpy as np
 from bench.sim.transforms import mat_to_quat
 
 GRASP_MODES = ("contact", "friction")
+CLOSING_EPS = 1e-4  # m: the fingers count as closing when commanded this far inside the opening
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ class Grasp:
                 data.eq_active[self._welds[self.attached]] = 0
                 self.attached = None
             return
-        if commanded >= measured:  # only a closing gripper grasps
+        if commanded >= measured - CLOSING_EPS:  # only a closing gripper grasps
             return
         both = np.flatnonzero(self.pad_contacts(data).all(axis=1))
         if both.size:
@@ -190,7 +191,7 @@ class Grasp:
         self.attach_opening = measured
 
     def _update_friction(self, model, data, commanded: float, measured: float) -> float:
-        if commanded >= measured:  # opening (or holding still): nothing to limit
+        if commanded >= measured - CLOSING_EPS:  # opening or holding still: nothing to limit
             self.squeezing = None
             return commanded
         # The servo acts on the half opening and the coupled fingers share its force, so the

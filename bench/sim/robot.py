@@ -46,8 +46,11 @@ class Robot(Protocol):
     def reset(self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float) -> None:
         """Place the robot at a TCP pose with a finger opening (before ``mj_forward``)."""
 
-    def command(self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float) -> None:
-        """Set controls so the TCP tracks ``world_from_tcp``; called every physics step."""
+    def command(
+        self, data: mujoco.MjData, *, position: np.ndarray, quaternion: np.ndarray, opening: float
+    ) -> None:
+        """Set controls so the TCP tracks a pose (position [3], quaternion [4] w x y z) and a
+        finger opening (metres); called every physics step."""
 
     def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:
         """Measured TCP pose [4, 4]."""
@@ -231,13 +234,15 @@ class FloatingGripper:
         half = float(np.clip(opening, 0.0, self.max_opening)) / 2
         data.qpos[ids["left_qpos"]] = half
         data.qpos[ids["right_qpos"]] = half
-        self.command(data, world_from_tcp=world_from_tcp, opening=opening)
+        self.command(data, position=world_from_tcp[:3, 3], quaternion=quat, opening=opening)
 
-    def command(self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float) -> None:
+    def command(
+        self, data: mujoco.MjData, *, position: np.ndarray, quaternion: np.ndarray, opening: float
+    ) -> None:
         ids = self._ids
-        data.mocap_pos[ids["mocap"]] = world_from_tcp[:3, 3]
-        data.mocap_quat[ids["mocap"]] = mat_to_quat(world_from_tcp[:3, :3])
-        data.ctrl[ids["actuator"]] = float(np.clip(opening, 0.0, self.max_opening)) / 2
+        data.mocap_pos[ids["mocap"]] = position
+        data.mocap_quat[ids["mocap"]] = quaternion
+        data.ctrl[ids["actuator"]] = min(max(float(opening), 0.0), self.max_opening) / 2
 
     def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:
         hand = self._ids["hand"]

@@ -84,3 +84,39 @@ def wrap_angle(angle: float) -> float:
 def slerp_mat(r0: np.ndarray, r1: np.ndarray, t: float) -> np.ndarray:  # [3,3],[3,3] -> [3,3]
     """Geodesic interpolation between two rotations, ``t`` in [0, 1]."""
     return r0 @ rotvec_to_mat(t * mat_to_rotvec(r0.T @ r1))
+
+
+def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # [..., 4] x [..., 4] -> [..., 4]
+    """Hamilton product of (w, x, y, z) quaternions (broadcasts)."""
+    aw, ax, ay, az = np.moveaxis(np.asarray(a, np.float64), -1, 0)
+    bw, bx, by, bz = np.moveaxis(np.asarray(b, np.float64), -1, 0)
+    return np.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        axis=-1,
+    )
+
+
+def interpolate_pose(
+    start: np.ndarray,
+    goal: np.ndarray,
+    steps: int,
+) -> tuple[np.ndarray, np.ndarray]:  # -> [steps, 3], [steps, 4]
+    """Poses at t = k / steps, k = 1..steps, from ``start`` to ``goal`` ([4, 4] each).
+
+    Position: linear; rotation: geodesic (constant angular velocity). Vectorised
+    over the steps so the physics loop only copies rows; equals
+    :func:`slerp_mat` at every step (tested).
+    """
+    t = np.arange(1, steps + 1, dtype=np.float64)[:, None] / steps  # [steps, 1]
+    positions = (1.0 - t) * start[:3, 3] + t * goal[:3, 3]
+    rotvec = mat_to_rotvec(start[:3, :3].T @ goal[:3, :3])
+    angle = float(np.linalg.norm(rotvec))
+    axis = rotvec / angle if angle > 1e-12 else np.array([1.0, 0.0, 0.0])
+    half = 0.5 * angle * t  # [steps, 1]
+    relative = np.concatenate([np.cos(half), np.sin(half) * axis], axis=1)
+    return positions, quat_mul(mat_to_quat(start[:3, :3]), relative)
