@@ -49,8 +49,14 @@ class Robot(Protocol):
     def command(
         self, data: mujoco.MjData, *, position: np.ndarray, quaternion: np.ndarray, opening: float
     ) -> None:
-        """Set controls so the TCP tracks a pose (position [3], quaternion [4] w x y z) and a
-        finger opening (metres); called every physics step."""
+        """Track a TCP pose and finger opening; called every physics step.
+
+        Args:
+            data: Simulation state to write controls into.
+            position: TCP target position [3], metres.
+            quaternion: TCP target orientation [4] (w, x, y, z).
+            opening: Finger opening target, metres.
+        """
 
     def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:
         """Measured TCP pose [4, 4]."""
