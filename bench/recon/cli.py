@@ -207,7 +207,7 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
     from bench.recon.capture import CaptureManifest
-    from bench.recon.train import TrainConfig, load_seed, train
+    from bench.recon.train import TrainConfig, load_seed, registered_bundle, train
     from perturbations.coverage import CoveragePlan
 
     config = TrainConfig(
@@ -226,14 +226,11 @@ def _run_train(args: argparse.Namespace) -> int:
     plan = CoveragePlan.load(args.plan) if args.plan is not None else None
     if plan is not None:
         plan.check_against(manifest.frame_ids, source=f"coverage plan {args.plan}")
-    reference = None
-    if args.scene is not None:
-        from bench.scene.bundle import load_scene
-
-        reference = load_scene(args.scene)
+    if args.scene is not None:  # fail early, before training, on a bad reference
+        registered_bundle(_empty_splats(), name="check", reference=args.scene)
     init = load_seed(args.init, config=config) if args.init is not None else None
     result = train(manifest, config=config, plan=plan, init=init, show_progress=not args.quiet)
-    _write_outputs(args, config, manifest, plan, reference, result)
+    _write_outputs(args, config, manifest, plan, result)
     last = result.log[-1]
     psnr = "n/a" if last["test_psnr"] is None else f"{last['test_psnr']:.2f} dB"
     print(f"trained {len(result.train_view_ids)} views, {last['num_gaussians']} Gaussians, "
@@ -241,7 +238,7 @@ def _run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_outputs(args, config, manifest, plan, reference, result) -> None:
+def _write_outputs(args, config, manifest, plan, result) -> None:
     import csv
     import io
 
@@ -251,18 +248,11 @@ def _write_outputs(args, config, manifest, plan, reference, result) -> None:
         make_manifest,
         staged_output_dir,
     )
-    from bench.recon.train import config_dict
-    from bench.scene.bundle import SceneBundle, write_scene_files
-    from bench.scene.transforms import Similarity, transform_splats
+    from bench.recon.train import config_dict, registered_bundle
+    from bench.scene.bundle import write_scene_files
 
-    if reference is not None:
-        world = transform_splats(result.splats, Similarity.from_matrix(reference.world_from_splat))
-        bundle = reference.with_background(world, splat=result.splats)
-        if args.name:
-            bundle = bundle.replace(name=args.name)
-    else:
-        bundle = SceneBundle(name=args.name or args.out.name, background=result.splats)
-        bundle = bundle.with_background(result.splats, splat=result.splats)
+    bundle = registered_bundle(result.splats, name=args.name or args.out.name,
+                               reference=args.scene)
     with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
         written = write_scene_files(bundle, tmp)
         columns = ["step", "train_loss", "test_l1", "test_psnr", "num_gaussians"]
@@ -281,8 +271,8 @@ def _write_outputs(args, config, manifest, plan, reference, result) -> None:
             inputs["coverage_plan"] = args.plan
         if args.init is not None:
             inputs["init"] = args.init
-        if reference is not None:
-            inputs["reference_scene"] = reference.root / "scene.json"
+        if args.scene is not None:
+            inputs["reference_scene"] = bundle.root / "scene.json"
         outputs = {"background": written["background"], "scene": written["scene"],
                    "train_log": tmp / "train_log.csv", "train_config": tmp / "train_config.json"}
         provenance = make_manifest(
@@ -306,6 +296,12 @@ def _write_outputs(args, config, manifest, plan, reference, result) -> None:
             },
         )
         atomic_write_json(tmp / "train_manifest.json", provenance)
+
+
+def _empty_splats():
+    from bench.scene.gaussians import GaussianSplats
+
+    return GaussianSplats.empty()
 
 
 # --------------------------------------------------------------------------- bench coverage

@@ -760,3 +760,59 @@ def _train_loop(manifest, views, config, backend, device, init, show_progress) -
 def config_dict(config: TrainConfig) -> dict[str, Any]:
     """The resolved config as a JSON-able dict."""
     return dataclasses.asdict(config)
+
+
+def registered_bundle(splats: GaussianSplats, *, name: str,
+                      reference: str | os.PathLike | None = None):
+    """A scene bundle holding trained Gaussians (splat frame), registered like ``reference``.
+
+    Only the reference's ``scene.json`` is read (never its background PLY, which may hold
+    millions of Gaussians): its ``world_from_splat``, table, keepouts, camera roles and
+    further keys are carried over, and its ``cameras/`` / ``objects/`` folders are copied
+    when the bundle is saved. Without a reference the registration is the identity.
+
+    Args:
+        splats: Trained Gaussians in the capture (splat) frame, written as-is.
+        name: Scene name (the reference's name is replaced).
+        reference: An existing bundle directory or its ``scene.json``.
+
+    Returns:
+        A :class:`bench.scene.bundle.SceneBundle`.
+    """
+    import json
+
+    from bench.scene.bundle import (
+        KNOWN_KEYS,
+        SCENE_FILE,
+        SCENE_FORMAT,
+        KeepoutBox,
+        SceneBundle,
+        TableSpec,
+    )
+    from bench.scene.transforms import Similarity, transform_splats
+
+    if reference is None:
+        return SceneBundle(name=name, background=splats).with_background(splats, splat=splats)
+    path = Path(reference)
+    root = path.parent if path.name == SCENE_FILE else path
+    scene_json = root / SCENE_FILE
+    if not scene_json.is_file():
+        raise FileNotFoundError(f"reference scene {scene_json} does not exist; pass a scene "
+                                "bundle directory to --scene")
+    try:
+        data = json.loads(scene_json.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{scene_json} is not valid JSON ({exc.msg}); fix the file") from None
+    if not isinstance(data, dict) or data.get("format") != SCENE_FORMAT:
+        raise BenchError(f"{scene_json} is not a scene bundle (format {SCENE_FORMAT!r})")
+    matrix = np.asarray(data.get("world_from_splat", np.eye(4).tolist()), dtype=np.float64)
+    similarity = Similarity.from_matrix(matrix, source=f"{scene_json}: world_from_splat")
+    world = transform_splats(splats, similarity)
+    bundle = SceneBundle(
+        name=name, background=world, world_from_splat=matrix,
+        table=TableSpec.from_json(data["table"]) if data.get("table") is not None else None,
+        keepouts=tuple(KeepoutBox.from_json(k) for k in data.get("keepouts") or []),
+        cameras=dict(data.get("cameras") or {}), root=root,
+        extra_json={k: v for k, v in data.items() if k not in KNOWN_KEYS},
+    )
+    return bundle.with_background(world, splat=splats)

@@ -140,7 +140,9 @@ def test_cli_train_is_deterministic_and_carries_registration(capture, tmp_path, 
                     [0, 0, 2, 0.3], [0, 0, 0, 1]])
     corners = np.array([[-1, -1, -1], [1, 1, 1], [1, -1, -1.0]])
     ref = SceneBundle("ref", splats_from_points(corners), world_from_splat=reg,
-                      table=TableSpec(center=(0, 0), size=(1, 1), yaw_deg=0, height=0))
+                      table=TableSpec(center=(0, 0), size=(1, 1), yaw_deg=0, height=0),
+                      cameras={"test": "cameras/test.json"},
+                      files={"cameras/test.json": b"[]\n"})
     save_scene(ref, tmp_path / "ref")
     common = ["--manifest", capture.manifest_path, "--init", capture.seed_path, "--iters", 20,
               "--seed", 3, "--threads", 1, "--eval-every", 10, "--quiet", "--name", "synth"]
@@ -159,7 +161,8 @@ def test_cli_train_is_deterministic_and_carries_registration(capture, tmp_path, 
     assert code == 0, err
     bundle = load_scene(tmp_path / "c")
     np.testing.assert_allclose(bundle.world_from_splat, reg)
-    assert bundle.table is not None
+    assert bundle.table is not None and bundle.cameras == {"test": "cameras/test.json"}
+    assert (tmp_path / "c" / "cameras" / "test.json").read_bytes() == b"[]\n"
     # the trained Gaussians are stored in the splat frame, identical to the unregistered run
     np.testing.assert_array_equal(read_ply(tmp_path / "c" / "background.ply").means,
                                   read_ply(tmp_path / "a" / "background.ply").means)
