@@ -265,3 +265,15 @@ def test_image_cache_matches_plain_float_loader(capture, tmp_path):
     cv2.imwrite(str(tmp_path / "deep.png"), deep)
     np.testing.assert_allclose(load_image(tmp_path / "deep.png"), deep[..., ::-1] / 65535.0,
                                rtol=1e-6)
+
+
+def test_training_with_densification_grows_within_the_cap(capture):
+    manifest = CaptureManifest.load(capture.manifest_path)
+    cfg = TrainConfig(iters=24, eval_every=12, threads=1, refine_start_iter=4, refine_every=5,
+                      grow_grad2d=1e-7, max_gaussians=1300)
+    result = train(manifest, config=cfg, init=load_seed(capture.seed_path, config=cfg))
+    counts = [row["num_gaussians"] for row in result.log]
+    assert counts[0] == 1000 and 1000 < counts[-1] <= 1300, counts
+    assert len(result.splats) == counts[-1]
+    assert result.splats.count_nonfinite() == 0
+    assert all(math.isfinite(row["test_psnr"]) for row in result.log)
