@@ -8,11 +8,20 @@ the renderer are imported only when an environment is made)::
     env = gymnasium.make("splatbench/Cup-v0", scene="scene_dir", obs_mode="state")
 
 Headless rendering: set ``MUJOCO_GL=egl`` (software GL works without a GPU).
+MuJoCo reads it once, when ``mujoco`` is first imported; importing this
+package first defaults it to ``egl`` when neither ``MUJOCO_GL`` nor
+``DISPLAY`` is set.
 """
 
 from __future__ import annotations
 
-import gymnasium
+import os
+
+if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+    os.environ["MUJOCO_GL"] = "egl"
+    os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+
+import gymnasium  # noqa: E402 - after the GL default above
 
 ENV_IDS = {"cup": "splatbench/Cup-v0", "tape": "splatbench/Tape-v0", "pen": "splatbench/Pen-v0"}
 

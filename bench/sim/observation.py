@@ -20,7 +20,6 @@ Every ``render_*`` call adds its wall time to :attr:`ObservationRenderer.timings
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import defaultdict
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from bench.errors import BenchError
 from bench.render.output import RenderOutput
 from bench.scene.cameras import Camera, look_at
 from bench.sim.config import EnvConfig
@@ -38,11 +38,17 @@ RENDER_CAMERA = "render_cam"
 _CV_TO_MJ = np.diag([1.0, -1.0, -1.0])  # OpenCV camera axes -> MuJoCo camera axes
 
 
-def _ensure_headless_gl() -> None:
-    """Default to EGL when no GL backend is chosen (headless servers, CI)."""
-    if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-        os.environ["MUJOCO_GL"] = "egl"
-        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+def _gl_context(width: int, height: int):
+    """An offscreen GL context, or a BenchError that says how to get one."""
+    try:
+        context = mujoco.GLContext(width, height)
+        context.make_current()
+    except Exception as exc:  # GLFW without a display, missing EGL/OSMesa libraries, ...
+        raise BenchError(
+            f"cannot create an offscreen OpenGL context for MuJoCo ({type(exc).__name__}: {exc}); "
+            "set MUJOCO_GL=egl (or osmesa) before Python starts, or use obs_mode='state'"
+        ) from None
+    return context
 
 
 class MujocoPinhole:
@@ -58,7 +64,6 @@ class MujocoPinhole:
     """
 
     def __init__(self, model: mujoco.MjModel, max_size: tuple[int, int]) -> None:
-        _ensure_headless_gl()
         self.model = model
         h, w = max_size
         if h > model.vis.global_.offheight or w > model.vis.global_.offwidth:
@@ -66,8 +71,7 @@ class MujocoPinhole:
                 f"render size {w}x{h} exceeds the model's offscreen buffer "
                 f"{model.vis.global_.offwidth}x{model.vis.global_.offheight}"
             )
-        self._gl = mujoco.GLContext(w, h)
-        self._gl.make_current()
+        self._gl = _gl_context(w, h)
         self._context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)
         self._scene = mujoco.MjvScene(model, maxgeom=2000)
