@@ -71,7 +71,8 @@ def render_cubemap(
         raise ValueError("render_cubemap needs a fisheye camera; render pinhole cameras directly")
     n = int(face_px or default_face_px(camera))
     size = n + 2 * CUBE_MARGIN_PX
-    rays, valid = camera.pixel_rays()  # [H, W, 3]
+    rays, valid = camera.pixel_rays()  # [H, W, 3], read-only (cached)
+    valid = valid.copy()
     rays = np.where(valid[..., None], rays, 0.0)
     names = list(_FACES)
     axes = np.stack([np.asarray(_FACES[k][0], np.float64) for k in names])  # [6, 3]

@@ -121,6 +121,7 @@ def _to_output(camera: Camera, colors: np.ndarray, alpha: np.ndarray) -> RenderO
     valid = np.ones(alpha.shape, bool)
     if camera.model == "fisheye":
         rays, valid = camera.pixel_rays()
+        valid = valid.copy()
         with np.errstate(divide="ignore", invalid="ignore"):
             depth = (depth / rays[..., 2]).astype(np.float32)
         alpha = np.where(valid, alpha, 0.0)

@@ -42,7 +42,10 @@ class RenderOutput:
     def empty(camera: Camera, background=(0.0, 0.0, 0.0)) -> RenderOutput:
         """The image of no Gaussians: background, alpha 0, depth inf."""
         h, w = camera.height, camera.width
-        valid = camera.pixel_rays()[1] if camera.model == "fisheye" else np.ones((h, w), bool)
+        if camera.model == "fisheye":
+            valid = camera.pixel_rays()[1].copy()
+        else:
+            valid = np.ones((h, w), bool)
         rgb = np.broadcast_to(np.asarray(background, np.float32), (h, w, 3)).copy()
         return RenderOutput(rgb, np.full((h, w), np.inf, np.float32), np.zeros((h, w), np.float32),
                             valid)

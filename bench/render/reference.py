@@ -75,7 +75,7 @@ def render_reference(
     depth_acc = torch.cat(dep_out).reshape(height, width).numpy()
     trans = torch.cat(tr_out).reshape(height, width).numpy()
     if camera.model == "fisheye":
-        valid = camera.pixel_rays()[1]
+        valid = camera.pixel_rays()[1].copy()
         color[~valid], depth_acc[~valid], trans[~valid] = 0.0, 0.0, 1.0
     else:
         valid = np.ones((height, width), bool)

@@ -30,6 +30,6 @@ def render_torch(
     with torch.no_grad():
         out = rasterize(*arrays, camera, background=background, sh_degree=sh_degree,
                         tile_size=tile_size)
-    valid = camera.pixel_rays()[1] if camera.model == "fisheye" else np.ones(
+    valid = camera.pixel_rays()[1].copy() if camera.model == "fisheye" else np.ones(
         (camera.height, camera.width), bool)
     return RenderOutput(out.rgb.numpy(), out.depth.numpy(), out.alpha.numpy(), valid)

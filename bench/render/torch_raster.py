@@ -30,6 +30,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from bench.render import constants as K
@@ -363,7 +364,7 @@ def rasterize(
 
     if camera.model == "fisheye":
         _, valid_np = camera.pixel_rays()
-        valid = torch.as_tensor(valid_np, device=device)
+        valid = torch.as_tensor(np.array(valid_np), device=device)
         rgb = torch.where(valid[..., None], rgb, 0.0)
         depth = torch.where(valid, depth, 0.0)
         trans = torch.where(valid, trans, 1.0)

@@ -5,7 +5,7 @@ Pipeline per frame (the forward model is in :mod:`bench.render.constants`):
 1. ``_project_kernel`` (one thread per Gaussian): cull, EWA projection,
    radius, tile rectangle, SH colour for survivors only, and the half-extents
    of the ``alpha >= ALPHA_MIN`` ellipse used to skip pixels cheaply.
-2. numpy: indices of visible Gaussians, stable ``argsort`` by depth.
+2. numpy picks the visible Gaussians; Warp's stable radix sort orders them by depth.
 3. ``_bin_kernel`` (a single serial thread: Warp runs CPU launches serially):
    counting sort of (tile, Gaussian) pairs by tile, stable so each tile's list
    stays in depth order, and packs per-Gaussian data contiguously in depth order.
@@ -36,7 +36,7 @@ from bench.scene.gaussians import GaussianSplats
 if wp.config.log_level == wp.LOG_INFO:  # Warp's default: silence the init banner and the
     wp.config.log_level = wp.LOG_ERROR  # "no CUDA driver" notice on CPU-only machines
 DEVICE = "cpu"
-wp.set_module_options({"enable_backward": False})  # forward only: halves compile time
+wp.set_module_options({"enable_backward": False})
 
 # Constants of bench.render.constants as Warp compile-time constants.
 _C0 = wp.constant(K.SH_C0)
@@ -139,7 +139,7 @@ def _project_kernel(
     tiles_y: int,
     out_xy: wp.array(dtype=wp.vec2),
     out_conic: wp.array(dtype=wp.vec3),
-    out_ext: wp.array(dtype=wp.vec2),
+    out_ext: wp.array(dtype=wp.vec3),
     out_depth: wp.array(dtype=float),
     out_color: wp.array(dtype=wp.vec3),
     out_rect: wp.array(dtype=wp.vec4i),
@@ -210,13 +210,14 @@ def _project_kernel(
     out_conic[g] = wp.vec3(c / det, -b / det, a / det)
     out_depth[g] = depth
     # Half-extents of {power <= ln(255 opacity)} (alpha >= ALPHA_MIN), 1% + 0.01 px safety margin.
+    # The third component is that level, ln(opacity / ALPHA_MIN), reused by the rasterizer.
     level = wp.log(opacity[g] / _ALPHA_MIN)
     if level > 0.0:
-        out_ext[g] = wp.vec2(
-            wp.sqrt(2.0 * level * a) * 1.01 + 0.01, wp.sqrt(2.0 * level * c) * 1.01 + 0.01
+        out_ext[g] = wp.vec3(
+            wp.sqrt(2.0 * level * a) * 1.01 + 0.01, wp.sqrt(2.0 * level * c) * 1.01 + 0.01, level
         )
     else:
-        out_ext[g] = wp.vec2(-1.0, -1.0)
+        out_ext[g] = wp.vec3(-1.0, -1.0, level)
     out_color[g] = _sh_color(sh, g, degree, wp.normalize(means[g] - centre))
 
 
@@ -229,7 +230,7 @@ def _bin_kernel(
     rect: wp.array(dtype=wp.vec4i),
     xy: wp.array(dtype=wp.vec2),
     conic: wp.array(dtype=wp.vec3),
-    ext: wp.array(dtype=wp.vec2),
+    ext: wp.array(dtype=wp.vec3),
     depth: wp.array(dtype=float),
     color: wp.array(dtype=wp.vec3),
     opacity: wp.array(dtype=float),
@@ -238,7 +239,7 @@ def _bin_kernel(
     isect: wp.array(dtype=wp.int32),  # [total] ranks, grouped by tile, depth order inside
     s_xy: wp.array(dtype=wp.vec2),  # [num] packed in depth order
     s_conic: wp.array(dtype=wp.vec3),
-    s_ext: wp.array(dtype=wp.vec2),
+    s_ext: wp.array(dtype=wp.vec3),
     s_depth: wp.array(dtype=float),
     s_color: wp.array(dtype=wp.vec3),
     s_opacity: wp.array(dtype=float),
@@ -275,7 +276,7 @@ def _raster_kernel(
     isect: wp.array(dtype=wp.int32),
     s_xy: wp.array(dtype=wp.vec2),
     s_conic: wp.array(dtype=wp.vec3),
-    s_ext: wp.array(dtype=wp.vec2),
+    s_ext: wp.array(dtype=wp.vec3),
     s_depth: wp.array(dtype=float),
     s_color: wp.array(dtype=wp.vec3),
     s_opacity: wp.array(dtype=float),
@@ -285,8 +286,7 @@ def _raster_kernel(
     tiles_x: int,
     background: wp.vec3,
     valid: wp.array(dtype=wp.int32),  # [H * W] 1 = pixel inside the lens image
-    acc_color: wp.array(dtype=wp.vec3),  # [H * W] scratch
-    acc_depth: wp.array(dtype=float),
+    acc: wp.array(dtype=wp.vec4),  # [H * W] scratch: accumulated (r, g, b, depth)
     trans: wp.array(dtype=float),
     row_left: wp.array(dtype=wp.int32),  # [H * tiles_x]
     out_rgb: wp.array(dtype=wp.vec3),
@@ -307,8 +307,7 @@ def _raster_kernel(
         left = int(0)  # noqa: UP018
         for px in range(px0, px1):
             i = py * width + px
-            acc_color[i] = wp.vec3(0.0, 0.0, 0.0)
-            acc_depth[i] = 0.0
+            acc[i] = wp.vec4(0.0, 0.0, 0.0, 0.0)
             if valid[i] != 0:
                 trans[i] = 1.0
                 left += 1
@@ -333,23 +332,23 @@ def _raster_kernel(
         q = s_conic[k]
         o = s_opacity[k]
         col = s_color[k]
-        dep = s_depth[k]
+        cd = wp.vec4(col[0], col[1], col[2], s_depth[k])
         # Per row, only the x-span where power <= level (alpha >= ALPHA_MIN) can contribute:
         # solve 0.5 q0 dx^2 + q1 dy dx + 0.5 q2 dy^2 - level = 0 for dx = mean_x - pixel_x.
-        level = wp.log(o / _ALPHA_MIN)
-        qa = 0.5 * q[0]
+        level = e[2]
+        inv_q0 = 1.0 / q[0]
         for py in range(cy0, cy1):
             row = py * tiles_x + tx
             if row_left[row] == 0:
                 continue
             dy = m[1] - (float(py) + 0.5)
             qb = q[1] * dy
-            disc = qb * qb - 4.0 * qa * (0.5 * q[2] * dy * dy - level)
+            disc = qb * qb - q[0] * (q[2] * dy * dy - 2.0 * level)
             if disc < 0.0:
                 continue
             root = wp.sqrt(disc)
-            lo = m[0] - (-qb + root) / (2.0 * qa) - 0.5 - _SPAN_MARGIN
-            hi = m[0] - (-qb - root) / (2.0 * qa) - 0.5 + _SPAN_MARGIN
+            lo = m[0] + (qb - root) * inv_q0 - 0.5 - _SPAN_MARGIN
+            hi = m[0] + (qb + root) * inv_q0 - 0.5 + _SPAN_MARGIN
             rx0 = wp.max(cx0, int(wp.ceil(lo)))
             rx1 = wp.min(cx1, int(wp.floor(hi)) + 1)
             for px in range(rx0, rx1):
@@ -370,19 +369,18 @@ def _raster_kernel(
                     row_left[row] -= 1
                     remaining -= 1
                     continue
-                w = alpha * t
-                acc_color[i] = acc_color[i] + col * w
-                acc_depth[i] = acc_depth[i] + dep * w
+                acc[i] = acc[i] + cd * (alpha * t)
                 trans[i] = t_next
     for py in range(py0, py1):
         for px in range(px0, px1):
             i = py * width + px
             t = wp.abs(trans[i])
             a = 1.0 - t
-            out_rgb[i] = acc_color[i] + background * t
+            sums = acc[i]
+            out_rgb[i] = wp.vec3(sums[0], sums[1], sums[2]) + background * t
             out_alpha[i] = a
             if a > 0.0:
-                out_depth[i] = acc_depth[i] / a
+                out_depth[i] = sums[3] / a
             else:
                 out_depth[i] = wp.inf
 
@@ -411,22 +409,24 @@ class _SplatArrays:
         zeros = wp.zeros
         self.xy = zeros(n, dtype=wp.vec2, device=DEVICE)
         self.conic = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.ext = zeros(n, dtype=wp.vec2, device=DEVICE)
+        self.ext = zeros(n, dtype=wp.vec3, device=DEVICE)
         self.depth = zeros(n, dtype=float, device=DEVICE)
         self.color = zeros(n, dtype=wp.vec3, device=DEVICE)
         self.rect = zeros(n, dtype=wp.vec4i, device=DEVICE)
         self.touched = zeros(n, dtype=wp.int32, device=DEVICE)
         self.s_xy = zeros(n, dtype=wp.vec2, device=DEVICE)
         self.s_conic = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.s_ext = zeros(n, dtype=wp.vec2, device=DEVICE)
+        self.s_ext = zeros(n, dtype=wp.vec3, device=DEVICE)
         self.s_depth = zeros(n, dtype=float, device=DEVICE)
         self.s_color = zeros(n, dtype=wp.vec3, device=DEVICE)
         self.s_opacity = zeros(n, dtype=float, device=DEVICE)
-        self.order = zeros(n, dtype=wp.int32, device=DEVICE)
+        self.order = zeros(2 * n, dtype=wp.int32, device=DEVICE)  # radix sort needs 2x room
+        self.sort_keys = zeros(2 * n, dtype=float, device=DEVICE)
         self.isect = zeros(max(n, 1024), dtype=wp.int32, device=DEVICE)
         self.touched_np = self.touched.numpy()  # zero-copy views of CPU arrays
         self.depth_np = self.depth.numpy()
         self.order_np = self.order.numpy()
+        self.sort_keys_np = self.sort_keys.numpy()
         self.images: dict[tuple[int, int], _ImageBuffers] = {}
 
     def image_buffers(self, width: int, height: int, tile_size: int) -> _ImageBuffers:
@@ -444,8 +444,7 @@ class _ImageBuffers:
         p = width * height
         self.tile_start = wp.zeros(num_tiles + 1, dtype=wp.int32, device=DEVICE)
         self.cursor = wp.zeros(num_tiles, dtype=wp.int32, device=DEVICE)
-        self.acc_color = wp.zeros(p, dtype=wp.vec3, device=DEVICE)
-        self.acc_depth = wp.zeros(p, dtype=float, device=DEVICE)
+        self.acc = wp.zeros(p, dtype=wp.vec4, device=DEVICE)
         self.trans = wp.zeros(p, dtype=float, device=DEVICE)
         self.row_left = wp.zeros(height * self.tiles_x, dtype=wp.int32, device=DEVICE)
         self.rgb = wp.zeros(p, dtype=wp.vec3, device=DEVICE)
@@ -531,10 +530,12 @@ def render_cpu(
             arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched,
         ],
     )
+    # Depth order of the visible Gaussians: stable radix sort (ties keep index order).
     visible = np.flatnonzero(arr.touched_np)
-    order = visible[np.argsort(arr.depth_np[visible], kind="stable")].astype(np.int32)
-    num = len(order)
-    arr.order_np[:num] = order
+    num = len(visible)
+    arr.sort_keys_np[:num] = arr.depth_np[visible]
+    arr.order_np[:num] = visible
+    wp.utils.radix_sort_pairs(arr.sort_keys, arr.order, num)
     total = int(arr.touched_np.sum(dtype=np.int64))
     if total > arr.isect.shape[0]:
         arr.isect = wp.zeros(int(total * 1.5), dtype=wp.int32, device=DEVICE)
@@ -552,8 +553,8 @@ def render_cpu(
         inputs=[
             img.tile_start, arr.isect, arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth,
             arr.s_color, arr.s_opacity, width, height, tile_size, img.tiles_x,
-            wp.vec3(*(float(b) for b in background)), img.valid, img.acc_color, img.acc_depth,
-            img.trans, img.row_left, img.rgb, img.depth, img.alpha,
+            wp.vec3(*(float(b) for b in background)), img.valid, img.acc, img.trans, img.row_left,
+            img.rgb, img.depth, img.alpha,
         ],
     )
     return RenderOutput(

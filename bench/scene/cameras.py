@@ -24,6 +24,7 @@ camera dicts (this module's format), COLMAP sparse models (``cameras`` +
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -250,10 +251,13 @@ class Camera:
         return rays, valid
 
     def pixel_rays(self) -> tuple[np.ndarray, np.ndarray]:
-        """Rays through every pixel centre: ``(rays [H, W, 3], valid [H, W])`` (camera frame)."""
-        jj, ii = np.meshgrid(np.arange(self.width) + 0.5, np.arange(self.height) + 0.5)
-        rays, valid = self.unproject(np.stack([jj.ravel(), ii.ravel()], axis=1))
-        return rays.reshape(self.height, self.width, 3), valid.reshape(self.height, self.width)
+        """Rays through every pixel centre: ``(rays [H, W, 3], valid [H, W])`` (camera frame).
+
+        The arrays depend only on the intrinsics, are cached, and are read-only.
+        """
+        key = (self.model, self.width, self.height, self.fx, self.fy, self.cx, self.cy,
+               self.distortion, self.fov_deg)
+        return _pixel_rays(key)
 
     # ------------------------------------------------------------------ dicts
     def to_dict(self) -> dict:
@@ -289,6 +293,19 @@ class Camera:
             distortion=tuple(data.get("distortion", (0.0, 0.0, 0.0, 0.0))),
             fov_deg=data.get("fov_deg"), name=str(data.get("name", "")),
         )
+
+
+@functools.lru_cache(maxsize=16)
+def _pixel_rays(key: tuple) -> tuple[np.ndarray, np.ndarray]:
+    model, width, height, fx, fy, cx, cy, distortion, fov_deg = key
+    cam = Camera(model, width, height, fx, fy, cx, cy, np.eye(4), distortion=distortion,
+                 fov_deg=fov_deg)
+    jj, ii = np.meshgrid(np.arange(width) + 0.5, np.arange(height) + 0.5)
+    rays, valid = cam.unproject(np.stack([jj.ravel(), ii.ravel()], axis=1))
+    rays, valid = rays.reshape(height, width, 3), valid.reshape(height, width)
+    rays.setflags(write=False)
+    valid.setflags(write=False)
+    return rays, valid
 
 
 # --------------------------------------------------------------------------- validation
