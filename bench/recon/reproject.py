@@ -154,8 +154,14 @@ def reproject_image(
     view: Camera,
     *,
     interpolation: int | None = None,
+    maps: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:  # [H, W] or [H, W, C], same dtype as the input
-    """Resample a source (fisheye) image into one view with ``cv2.remap`` (bilinear default)."""
+    """Resample a source (fisheye) image into one view with ``cv2.remap`` (bilinear default).
+
+    ``maps`` may pass precomputed :func:`remap_maps` (they depend only on the source
+    intrinsics and the view's rotation relative to the source, so one set serves every
+    frame of a lens).
+    """
     import cv2
 
     if image.shape[:2] != (source.height, source.width):
@@ -164,7 +170,7 @@ def reproject_image(
             f"{source.width}x{source.height}; use the calibration made at this resolution "
             "(or Camera.resized)"
         )
-    map_x, map_y = remap_maps(source, view)
+    map_x, map_y = remap_maps(source, view) if maps is None else maps
     flags = cv2.INTER_LINEAR if interpolation is None else interpolation
     return cv2.remap(image, map_x, map_y, flags, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
 
@@ -212,6 +218,7 @@ def reproject_capture(
     out = Path(image_dir) if image_dir is not None else manifest.root / views_dir
     out.mkdir(parents=True, exist_ok=True)
     views = []
+    maps_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     for frame in tqdm(manifest.frames, desc="reproject", disable=not show_progress):
         for lens in lenses:
             if lens not in frame.images or lens not in frame.cameras:
@@ -226,9 +233,17 @@ def reproject_capture(
                                         f"{frame.id!r}; check the path")
             for name, camera in pinhole_views(source, size=size).items():
                 relative = f"{views_dir}/{frame.id}_{lens}_{name}.png"
-                name_png = f"{frame.id}_{lens}_{name}.png"
-                cv2.imwrite(str(out / name_png), reproject_image(image, source, camera))
+                key = (name, _intrinsics_key(source))
+                if key not in maps_cache:  # identical for every frame of one calibrated lens
+                    maps_cache[key] = remap_maps(source, camera)
+                pixels = reproject_image(image, source, camera, maps=maps_cache[key])
+                cv2.imwrite(str(out / f"{frame.id}_{lens}_{name}.png"), pixels)
                 views.append(View(id=f"{frame.id}/{lens}/{name}", image=relative,
                                   camera=camera.replace(name=relative), frame=frame.id,
                                   lens=lens, name=name))
     return dataclasses.replace(manifest, views=tuple(views))
+
+
+def _intrinsics_key(camera: Camera) -> tuple:
+    return (camera.model, camera.width, camera.height, camera.fx, camera.fy, camera.cx,
+            camera.cy, camera.distortion, camera.fov_deg)

@@ -139,17 +139,26 @@ def test_reproject_capture_writes_nine_views_with_exact_poses(tmp_path):
     img = (np.random.default_rng(0).random((360, 400, 3)) * 255).astype(np.uint8)
     (tmp_path / "frames").mkdir()
     cv2.imwrite(str(tmp_path / "frames" / "a.png"), img)
+    pose2 = look_at((0.0, 1.0, 0.3), (0.2, 0.0, 0.0))
+    source2 = fisheye(pose2)
     manifest = CaptureManifest(
-        frames=(SourceFrame("f0", 0.0, {"left": "frames/a.png"}, {"left": source}),),
+        frames=(SourceFrame("f0", 0.0, {"left": "frames/a.png"}, {"left": source}),
+                SourceFrame("f1", 1.0, {"left": "frames/a.png"}, {"left": source2})),
         root=tmp_path,
     )
     out = reproject_capture(manifest, size=24)
-    assert [v.name for v in out.views] == list(view_names())
+    assert [v.name for v in out.views] == list(view_names()) * 2
     for view in out.views:
         assert (tmp_path / view.image).is_file()
         expected = np.eye(4)
         expected[:3, :3] = view_rotations()[view.name]
-        np.testing.assert_allclose(view.camera.world_from_camera, pose @ expected, atol=1e-12)
+        frame_pose = pose if view.frame == "f0" else pose2
+        np.testing.assert_allclose(view.camera.world_from_camera, frame_pose @ expected,
+                                   atol=1e-12)
+    # the remap maps cached from frame f0 give the same pixels as computing them for f1
+    view = out.views[9 + 4]
+    direct = reproject_image(img, source2, view.camera)
+    np.testing.assert_array_equal(cv2.imread(str(tmp_path / view.image)), direct)
     out.save(tmp_path / "capture.json")
     again = CaptureManifest.load(tmp_path / "capture.json")
     np.testing.assert_array_equal(again.views[3].camera.world_from_camera,
