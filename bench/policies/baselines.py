@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -76,11 +77,13 @@ class HoldPolicy:
         return action
 
 
-POLICIES.register(
-    "noisy-expert",
-    NoisyExpert,
-    privileged=True,
-    description="expert + seeded Gaussian translation noise (4 mm per frame)",
-)
+for _mm in (4, 8, 12):  # variants are registry entries: noisy-expert, noisy-expert-8mm, ...
+    POLICIES.register(
+        "noisy-expert" if _mm == 4 else f"noisy-expert-{_mm}mm",
+        functools.partial(NoisyExpert, noise=_mm / 1000.0),
+        privileged=True,
+        noise_m=_mm / 1000.0,
+        description=f"expert + seeded Gaussian translation noise ({_mm} mm per frame)",
+    )
 POLICIES.register("random", RandomPolicy, privileged=False, description="uniform random actions")
 POLICIES.register("hold", HoldPolicy, privileged=False, description="stand still, gripper open")

@@ -43,6 +43,13 @@ def test_baselines_are_worse_and_seeded(small_scene):
     assert noisy_a == noisy_b  # same seeds -> identical records
 
 
+def test_noise_variants_are_entries_and_weaker(small_scene):
+    assert POLICIES.entry("noisy-expert-12mm").meta["noise_m"] == 0.012
+    expert, _ = _success_rate(small_scene, "cup", "expert", range(8))
+    noisy, _ = _success_rate(small_scene, "cup", "noisy-expert-12mm", range(8))
+    assert noisy < expert == 1.0
+
+
 def test_registry_metadata():
     assert POLICIES.entry("expert").meta["privileged"] is True
     assert POLICIES.entry("random").meta["privileged"] is False
