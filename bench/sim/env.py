@@ -163,9 +163,7 @@ class SplatBenchEnv(gym.Env):
             )
         self.action_space = self._make_action_space()
         self.observation_space = self._make_observation_space()
-        self._progress = make_progress_scorer(
-            self.task, dt=self.config.frame_seconds, max_opening=self.world.robot.max_opening
-        )
+        self._progress = make_progress_scorer(self.task, dt=self.config.frame_seconds)
         self._renderer = None
         self._next_condition = 0
         self._state: TaskState | None = None

@@ -134,6 +134,21 @@ class Grasp:
             touching[roles[hits, b] - 2, roles[hits, a]] = True
         return touching
 
+    def pad_contacts_reference(self, model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
+        """Plain per-contact loop over geom and body names (reference for :meth:`pad_contacts`)."""
+        touching = np.zeros((len(self.objects), 2), dtype=bool)
+        pads = {"left_pad": 0, "right_pad": 1}
+        for index in range(data.ncon):
+            g1, g2 = (int(g) for g in data.contact[index].geom)
+            for pad_geom, other in ((g1, g2), (g2, g1)):
+                pad = pads.get(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, pad_geom) or "")
+                body = mujoco.mj_id2name(
+                    model, mujoco.mjtObj.mjOBJ_BODY, int(model.geom_bodyid[other])
+                )
+                if pad is not None and body in self.objects:
+                    touching[self.objects.index(body), pad] = True
+        return touching
+
     def pad_force(self, model: mujoco.MjModel, data: mujoco.MjData, obj: int) -> float:
         """Total normal force (N) between both pads and object ``obj``."""
         if data.ncon == 0:

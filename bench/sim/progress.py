@@ -47,7 +47,7 @@ def progress_spec(task: TaskSpec):
     )
 
 
-def make_progress_scorer(task: TaskSpec, *, dt: float, max_opening: float):
+def make_progress_scorer(task: TaskSpec, *, dt: float):
     """An online ``protocols.progress.ProgressScorer`` for ``task``, or None if unavailable."""
     try:
         from protocols.progress import ProgressScorer
