@@ -23,11 +23,11 @@ from bench import __version__
 # Subsystem CLI modules, in the order their subcommands appear in --help.
 CLI_MODULES = (
     "bench.scene.cli",  # bench scene info | sample
-    "perturbations.cli",  # bench perturb, bench coverage
+    "perturbations.cli",  # bench perturb
     "bench.render.cli",  # bench render
     "metrics.cli",  # bench score
     "bench.sim.cli",  # bench rollout
-    "bench.recon.cli",  # bench train
+    "bench.recon.cli",  # bench capture, bench coverage, bench train
     "protocols.cli",  # bench tables, bench reliability, bench stats
     "bench.demo.cli",  # bench demo
 )
