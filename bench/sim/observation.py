@@ -104,6 +104,7 @@ class MujocoPinhole:
             and math.isclose(camera.fx, camera.fy)
         ):
             raise ValueError("MuJoCo cameras need a centred principal point and square pixels")
+        self._gl.make_current()  # several environments may render in one thread
         cam_id = self._camera.fixedcamid
         pose = camera.world_from_camera
         data.cam_xpos[cam_id] = pose[:3, 3]

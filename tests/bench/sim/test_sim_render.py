@@ -105,3 +105,19 @@ def test_wrist_observation_composites_objects_over_the_background(env):
 def test_exterior_render(env):
     frame = env.render()
     assert frame.shape == (240, 320, 3) and frame.dtype == np.uint8 and frame.std() > 10
+
+
+def test_two_live_environments_render_independently(small_scene):
+    def make(task):
+        return gymnasium.make(
+            bench.sim.ENV_IDS[task], scene=small_scene, background="none", image_size=(32, 32)
+        )
+
+    env_a, env_b = make("cup"), make("pen")  # different models, one GL context each
+    obs_a0, _ = env_a.reset(seed=0)
+    obs_b, _ = env_b.reset(seed=7)  # a different scene state in a second GL context
+    obs_a1, _ = env_a.reset(seed=0)
+    np.testing.assert_array_equal(obs_a0["wrist_rgb"], obs_a1["wrist_rgb"])
+    assert not np.array_equal(obs_a0["wrist_rgb"], obs_b["wrist_rgb"])
+    env_a.close()
+    env_b.close()
