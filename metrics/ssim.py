@@ -11,8 +11,9 @@ border of 5 pixels, exactly the part a "valid" convolution drops.
 :func:`ssim` is the fast path: one separable float64 filter pass over the
 stacked moment images (x, y, x^2, y^2, xy for all three channels at once) per
 frame with ``scipy.ndimage.correlate1d`` on CPU, or float64 ``conv2d`` batched over
-frames on CUDA. On CPU the filter is memory-bound, so one frame's 15 planes at a
-time beat a whole batch (measured in ``benchmarks/bench_metrics.py``); float64
+frames on CUDA. On CPU the filter is memory-bound: one frame's 15 planes at a
+time beat a whole batch, and match scikit-image's per-plane speed (measured in
+``benchmarks/bench_metrics.py``; torch has no fast float64 CPU convolution); float64
 is needed because ``E[x^2] - E[x]^2`` cancels badly in float32 (errors ~1e-4 in
 SSIM, against the 1e-6 we guarantee). :func:`ssim_reference` is the plain
 per-channel, per-moment scipy version the fast path is tested against.
@@ -67,13 +68,19 @@ def _ssim_frame_cpu(x: np.ndarray, y: np.ndarray) -> float:  # [H,W,3] x2 -> sca
     """Mean SSIM of one frame: all 15 moment planes filtered in one pass per axis."""
     from scipy.ndimage import correlate1d
 
-    x = np.ascontiguousarray(x.transpose(2, 0, 1))  # [3, H, W]
-    y = np.ascontiguousarray(y.transpose(2, 0, 1))
+    h, w = x.shape[:2]
     taps = gaussian_kernel_1d()
-    moments = np.stack([x, y, x * x, y * y, x * y])  # [5, 3, H, W]
-    # reflect mode as scikit-image; the border it affects is cropped below
-    filt = correlate1d(correlate1d(moments, taps, axis=2, mode="reflect"), taps, axis=3,
-                       mode="reflect")[..., RADIUS:-RADIUS, RADIUS:-RADIUS]
+    moments = np.empty((5, 3, h, w))  # x, y, x^2, y^2, xy per channel
+    moments[0] = x.transpose(2, 0, 1)
+    moments[1] = y.transpose(2, 0, 1)
+    np.multiply(moments[0], moments[0], out=moments[2])
+    np.multiply(moments[1], moments[1], out=moments[3])
+    np.multiply(moments[0], moments[1], out=moments[4])
+    rows = np.empty_like(moments)
+    # reflect mode as scikit-image; only the valid region (border RADIUS cropped) is used
+    correlate1d(moments, taps, axis=2, mode="reflect", output=rows)
+    inner = rows[:, :, RADIUS:-RADIUS]
+    filt = correlate1d(inner, taps, axis=3, mode="reflect")[..., RADIUS:-RADIUS]
     return float(_ssim_map_terms(*filt).mean(axis=(1, 2)).mean())
 
 
