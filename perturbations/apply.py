@@ -50,8 +50,13 @@ class PerturbResult:
     source_root: Path | None = None
 
 
+def _rows_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # [N, ...] x [N, ...] -> [N]
+    return (a == b).all(axis=tuple(range(1, a.ndim)))
+
+
 def to_splat_frame(edited: GaussianSplats, source_index: np.ndarray, world_in: GaussianSplats,
-                   splat_in: GaussianSplats, similarity: Similarity) -> GaussianSplats:
+                   splat_in: GaussianSplats, similarity: Similarity, *,
+                   changed: np.ndarray | None = None) -> GaussianSplats:
     """Map an edited world-frame set back to splat coordinates, reusing untouched rows.
 
     Args:
@@ -60,20 +65,31 @@ def to_splat_frame(edited: GaussianSplats, source_index: np.ndarray, world_in: G
         world_in: Editor input, world frame [N_in].
         splat_in: The same input in splat coordinates, as read from disk [N_in].
         similarity: ``world_from_splat``.
+        changed: [N_out] bool, rows the editor modified (None: compare every row).
+
+    Returns:
+        The edited set in splat coordinates: rows copied from ``splat_in`` where
+        the similarity-affected arrays are unchanged, mapped through the
+        inverse similarity elsewhere.
     """
     if similarity.is_identity():
         return edited
-    mapped = transform_splats(edited, similarity.inverse())
-    src = np.maximum(source_index, 0)
     has_source = source_index >= 0
-    changes = {}
+    src = np.where(has_source, source_index, 0)
+    if changed is None:
+        changed = np.zeros(len(edited), dtype=bool)
+        for name in GROUPS:
+            changed |= ~_rows_equal(getattr(edited, name), getattr(world_in, name)[src])
+    redo = np.flatnonzero(~has_source | changed)
+    mapped = transform_splats(edited.subset(redo), similarity.inverse())
+    arrays = {}
     for name in GROUPS:
-        new, before = getattr(edited, name), getattr(world_in, name)[src]
-        axes = tuple(range(1, new.ndim))
-        same = has_source & (new == before).all(axis=axes)
-        same = same.reshape((-1,) + (1,) * (new.ndim - 1))
-        changes[name] = np.where(same, getattr(splat_in, name)[src], getattr(mapped, name))
-    return mapped.replace(**changes)
+        out = getattr(splat_in, name)[src]  # bit-exact copies of the stored rows
+        keep = has_source[redo] & _rows_equal(getattr(edited, name)[redo],
+                                               getattr(world_in, name)[src[redo]])
+        out[redo[~keep]] = getattr(mapped, name)[~keep]
+        arrays[name] = out
+    return edited.replace(**arrays)
 
 
 def apply_perturbation(bundle: SceneBundle, name: str, *, seed: int = 0,
@@ -96,7 +112,7 @@ def apply_perturbation(bundle: SceneBundle, name: str, *, seed: int = 0,
     world_in = bundle.background
     edited, stats = editor(world_in, params, rng, table=table, keepouts=bundle.keepouts)
     splat = to_splat_frame(edited, stats.source_index, world_in, bundle.splat_background(),
-                           bundle.similarity)
+                           bundle.similarity, changed=stats.changed)
     return PerturbResult(bundle=bundle.with_background(edited, splat=splat), stats=stats,
                          params=params, tool=tool_id(name), name=name, seed=seed,
                          source_root=bundle.root)

@@ -33,6 +33,8 @@ class EditStats:
         source_index: [N_out] int64, index of the input Gaussian each output row
             comes from, -1 for added Gaussians.
         details: JSON-able specifics (apex, cluster centres, domes ...) for the manifest.
+        changed: [N_out] bool, True for output rows copied from an input row and then
+            modified (None: unknown; consumers compare rows themselves).
     """
 
     removed: int
@@ -40,6 +42,7 @@ class EditStats:
     moved: int
     source_index: np.ndarray  # [N_out]
     details: dict[str, Any] = field(default_factory=dict)
+    changed: np.ndarray | None = None  # [N_out]
 
     def counts(self) -> dict[str, int]:
         return {"removed": int(self.removed), "added": int(self.added), "moved": int(self.moved)}

@@ -209,5 +209,6 @@ def floaters(splats: GaussianSplats, params: FloaterParams, rng: np.random.Gener
     )
     source = np.concatenate([np.arange(len(splats)), np.full(n, -1)]).astype(np.int64)
     stats = EditStats(removed=0, added=n, moved=0, source_index=source,
-                      details={"cluster_centres": centres.tolist()})
+                      details={"cluster_centres": centres.tolist()},
+                      changed=np.zeros(len(source), dtype=bool))
     return GaussianSplats.concat(splats, new), stats

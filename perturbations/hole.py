@@ -99,5 +99,6 @@ def hole(splats: GaussianSplats, params: HoleParams, rng: np.random.Generator | 
     removed &= ~protected_mask(splats.means, table, margin=params.margin, slab=params.slab)
     kept_index = np.flatnonzero(~removed)
     stats = EditStats(removed=int(removed.sum()), added=0, moved=0, source_index=kept_index,
-                      details={"apex": apex.tolist()})
+                      details={"apex": apex.tolist()},
+                      changed=np.zeros(len(kept_index), dtype=bool))
     return splats.subset(kept_index), stats

@@ -97,10 +97,12 @@ def warp(splats: GaussianSplats, params: WarpParams, rng: np.random.Generator, *
     lift = dome_displacement(splats.means[index, :2].astype(np.float64), centres, heights, radii)
     means = splats.means.copy()
     means[index, 2] = (z[index] + lift).astype(np.float32)
-    moved = int((means[index, 2] != splats.means[index, 2]).sum())
+    changed = means[:, 2] != splats.means[:, 2]
+    moved = int(changed.sum())
     details = {"domes": [{"center": c.tolist(), "height": float(h), "radius": float(r)}
                          for c, h, r in zip(centres, heights, radii, strict=True)],
                "region_count": int(index.size)}
     stats = EditStats(removed=0, added=0, moved=moved,
-                      source_index=np.arange(len(splats), dtype=np.int64), details=details)
+                      source_index=np.arange(len(splats), dtype=np.int64), details=details,
+                      changed=changed)
     return splats.replace(means=means), stats
