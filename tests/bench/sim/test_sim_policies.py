@@ -55,3 +55,13 @@ def test_registry_metadata():
     assert POLICIES.entry("random").meta["privileged"] is False
     with pytest.raises(ValueError, match="did you mean"):
         POLICIES.get("expret")
+
+
+@pytest.mark.parametrize("task", ["cup", "pen"])
+def test_expert_on_a_yawed_raised_offset_table(small_scene, task):
+    from bench.scene.bundle import TableSpec
+
+    table = TableSpec(center=(0.4, -0.3), size=(1.0, 0.8), yaw_deg=35.0, height=0.12)
+    scene = small_scene.replace(table=table)
+    rate, records = _success_rate(scene, task, "expert", range(4), min_table_gaussians=0)
+    assert rate == 1.0, [(r.condition, r.failure) for r in records]
