@@ -1,3 +1,3 @@
-"""splatbench: policy-ranking reliability of Gaussian-splat simulators under damaged reconstructions."""
+"""splatbench: do Gaussian-splat simulators keep real policy rankings when damaged?"""
 
 __version__ = "0.1.0"

@@ -108,13 +108,17 @@ def make_manifest(
         "bench_version": __version__,
         "params": to_jsonable(params),
         "seed": seed,
-        "inputs": {k: {"path": Path(p).name, "sha256": sha256_file(p)} for k, p in (inputs or {}).items()},
-        "outputs": {k: {"path": Path(p).name, "sha256": sha256_file(p)} for k, p in (outputs or {}).items()},
+        "inputs": _hashed(inputs),
+        "outputs": _hashed(outputs),
         "counts": to_jsonable(counts or {}),
     }
     if extra:
         manifest.update(to_jsonable(extra))
     return manifest
+
+
+def _hashed(paths: dict[str, str | os.PathLike] | None) -> dict[str, dict[str, str]]:
+    return {k: {"path": Path(p).name, "sha256": sha256_file(p)} for k, p in (paths or {}).items()}
 
 
 @contextmanager
@@ -126,7 +130,9 @@ def staged_output_dir(out_dir: str | os.PathLike, *, overwrite: bool) -> Iterato
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
-        raise BenchError(f"output directory {out_dir} exists; pass --overwrite or choose another --out")
+        raise BenchError(
+            f"output directory {out_dir} exists; pass --overwrite or choose another --out"
+        )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
