@@ -32,7 +32,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scene", required=True, help="scene bundle directory (scene.json)")
     p.add_argument("--task", default="cup", help="task: cup, tape or pen")
     p.add_argument(
-        "--policy", default="expert", help="registered policy: expert, noisy-expert, random, hold"
+        "--policy",
+        default="expert",
+        help="registered policy: expert, noisy-expert, noisy-expert-8mm, noisy-expert-12mm, "
+        "random, hold",
     )
     p.add_argument("--episodes", type=int, default=5, help="number of episodes (count)")
     p.add_argument(
@@ -62,7 +65,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         choices=["cubemap", "direct"],
         help="how the Gaussian background is projected into the fisheye",
     )
-    p.add_argument("--render-backend", default="auto", help="bench.render backend")
+    p.add_argument(
+        "--render-backend",
+        default="auto",
+        help="bench.render backend: auto (gsplat on CUDA, else cpu), cpu, gsplat, torch, reference",
+    )
     p.add_argument(
         "--image-size",
         type=int,
@@ -76,6 +83,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="contact",
         choices=["contact", "friction"],
         help="YUBI contact-attach rule or frictional grasp with a force threshold",
+    )
+    p.add_argument(
+        "--force-threshold",
+        type=float,
+        default=15.0,
+        help="frictional grasp: total pad force (newtons) at which the fingers stop closing",
     )
     p.add_argument(
         "--execute",
@@ -170,7 +183,7 @@ def run_rollout(args: argparse.Namespace) -> int:
         fisheye_mode=args.fisheye_mode,
         render_backend=args.render_backend,
         image_size=tuple(args.image_size),
-        grasp=GraspConfig(mode=args.grasp),
+        grasp=GraspConfig(mode=args.grasp, force_threshold=args.force_threshold),
         execute=args.execute,
         max_frames=args.max_frames,
     )

@@ -78,3 +78,18 @@ def test_rollout_missing_scene_and_existing_out(scene_dir, tmp_path, capsys):
     (tmp_path / "taken").mkdir()
     assert _run(scene_dir, tmp_path / "taken", "--obs-mode", "state") == 2
     assert "exists" in capsys.readouterr().err
+
+
+def test_rollout_mp4_without_ffmpeg_is_a_clear_error(scene_dir, tmp_path, capsys):
+    import importlib.util
+
+    if importlib.util.find_spec("imageio_ffmpeg") is not None:
+        pytest.skip("imageio-ffmpeg is installed: mp4 works")
+    assert _run(scene_dir, tmp_path / "v", "--video", "--video-format", "mp4") == 2
+    assert "imageio-ffmpeg" in capsys.readouterr().err
+
+
+def test_rollout_bad_force_threshold(scene_dir, tmp_path, capsys):
+    out = tmp_path / "f"
+    assert _run(scene_dir, out, "--grasp", "friction", "--force-threshold", "-1") == 2
+    assert "force_threshold" in capsys.readouterr().err and not out.exists()
