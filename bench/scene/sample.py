@@ -39,6 +39,7 @@ ROOM_HALF = (2.0, 1.6)  # half extents of the room along x and y, metres
 TABLE_THICKNESS = 0.04
 KEEPOUT = KeepoutBox(center=(0.0, 0.0, 0.06), size=(0.3, 0.3, 0.12))  # task-object area
 SH_REST_STD = 0.02  # std of the higher-band SH coefficients (rgb units / basis value)
+TANGENT_SCALE = 1.0  # in-surface std of a Gaussian / mean spacing: surfaces close without gaps
 
 
 def sample_world_from_splat() -> np.ndarray:  # [4, 4]
@@ -108,7 +109,7 @@ def room_patches() -> list[Patch]:
     x, y, z = np.eye(3)
     patches = [
         _rect((-hx, -hy, FLOOR_Z), 2 * hx * x, 2 * hy * y, (0.45, 0.42, 0.38), "tiles"),
-        _rect((-hx, -hy, CEILING_Z), 2 * hx * x, 2 * hy * y, (0.82, 0.82, 0.80), "plain", 0.6),
+        _rect((-hx, -hy, CEILING_Z), 2 * hx * x, 2 * hy * y, (0.60, 0.60, 0.58), "plain", 0.6),
         _rect((-hx, -hy, FLOOR_Z), 2 * hx * x, wall_h * z, (0.74, 0.70, 0.62), "gradient"),
         _rect((-hx, hy, FLOOR_Z), 2 * hx * x, wall_h * z, (0.62, 0.70, 0.74), "gradient"),
         _rect((-hx, -hy, FLOOR_Z), 2 * hy * y, wall_h * z, (0.70, 0.74, 0.64), "gradient"),
@@ -185,7 +186,7 @@ def _patch_gaussians(patch: Patch, n: int, rng: np.random.Generator) -> dict[str
         points = np.asarray(patch.origin) + a[:, None] * u + b[:, None] * v
         normal = np.cross(u, v)
         axis = int(np.argmax(np.abs(normal)))  # axis-aligned: thin along the normal axis
-        log_scales = np.full((n, 3), math.log(0.7 * spacing))
+        log_scales = np.full((n, 3), math.log(TANGENT_SCALE * spacing))
         log_scales[:, axis] = thin
         quats = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
     else:
@@ -198,9 +199,10 @@ def _patch_gaussians(patch: Patch, n: int, rng: np.random.Generator) -> dict[str
             normals = rng.normal(size=(n, 3))
             normals /= np.linalg.norm(normals, axis=1, keepdims=True)
             points = np.asarray(patch.origin) + patch.extent[0] * normals
-        log_scales = np.tile([math.log(0.7 * spacing), math.log(0.7 * spacing), thin], (n, 1))
+        wide = math.log(TANGENT_SCALE * spacing)
+        log_scales = np.tile([wide, wide, thin], (n, 1))
         quats = np.stack([quat_from_matrix(_frame_with_z(nrm)) for nrm in normals])
-    log_scales = log_scales + rng.normal(0.0, 0.15, (n, 3))
+    log_scales = log_scales + rng.normal(0.0, 0.1, (n, 3))
     quats = quats + rng.normal(0.0, 0.02, (n, 4))  # slightly unnormalised, like trained files
     rgb = _texture(patch.texture, points, np.asarray(patch.colour), rng)
     return {"means": points, "rgb": rgb, "log_scales": log_scales, "quats": quats}
