@@ -92,3 +92,18 @@ def test_cli_sample_and_info(tmp_path, capsys):
                    "pass --overwrite or choose another --out"]
     assert main(["scene", "info", str(tmp_path / "missing")]) == 2
     assert "bench scene info: error:" in capsys.readouterr().err
+
+
+def test_rendered_views_are_closed_surfaces(room, tmp_path):
+    # the room must look like a room, not a point cloud: every view is (almost) fully covered
+    render = pytest.importorskip("bench.render").render
+    save_scene(room, tmp_path / "r")
+    loaded = load_scene(tmp_path / "r")
+    full = make_sample_scene(seed=0)  # the default density the demo and docs use
+    for role in ("test", "obs_probe"):
+        for cam in load_cameras(tmp_path / "r" / room.cameras[role])[::4]:
+            out = render(full.background, cam, backend="cpu")
+            assert (out.alpha > 0.95).mean() > 0.98, cam.name
+            assert np.isfinite(out.depth).mean() > 0.98
+            sparse = render(loaded.background, cam, backend="cpu")  # 6,000 Gaussians
+            assert (sparse.alpha > 0.5).mean() > 0.9, cam.name
