@@ -45,7 +45,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Apply one background editor to a scene bundle and write the edited bundle "
         "plus manifest.json. World frame: metres, +z up, table top at table.height. "
         "Same input, parameters and seed give a byte-identical background.ply.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--kind", choices=("hole", "floaters", "warp"),
@@ -55,7 +54,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scene", required=True, help="input scene bundle directory (scene.json)")
     p.add_argument("--out", required=True, help="output bundle directory (must not exist)")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of the numpy Generator (floaters, warp; hole draws nothing)")
+                   help="seed of the numpy Generator (floaters, warp; hole draws nothing) "
+                   "[default 0]")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--drop-nonfinite", action="store_true",
                    help="drop Gaussians with NaN/Inf values instead of failing")

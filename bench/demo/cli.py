@@ -10,12 +10,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "demo", help="run the main job end to end on a generated sample scene",
         description="Generate the sample room, apply every perturbation preset, write scene "
-        "bundles + manifests and a summary table under --out.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        "bundles + manifests and a summary table under --out.")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--seed", type=int, default=0, help="seed of the scene and every editor")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the scene and every editor [default 0]")
     p.add_argument("--gaussians", type=int, default=40000,
-                   help="background Gaussians of the sample room (count)")
+                   help="background Gaussians of the sample room (count) [default 40000]")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=run)
 

@@ -201,3 +201,28 @@ def test_help_states_units(capsys):
     text = capsys.readouterr().out
     for phrase in ("degrees", "metres", "--drop-nonfinite", "--overwrite", "--preset"):
         assert phrase in text
+
+
+def test_help_defaults_match_the_parameter_dataclasses():
+    import argparse
+    import dataclasses
+    import re
+
+    from perturbations import FloaterParams, HoleParams, WarpParams
+    from perturbations.cli import EDITOR_PARAMS, add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    sub = parser._subparsers._group_actions[0].choices["perturb"]
+    helps = {a.dest: a.help for a in sub._actions}
+    types = {"hole": HoleParams, "floaters": FloaterParams, "warp": WarpParams}
+    for dest, (editors, field) in EDITOR_PARAMS.items():
+        if dest in ("apex", "band", "band_range"):
+            continue
+        match = re.search(r"\[default ([^\]]+)\]", helps[dest])
+        assert match, dest
+        stated = [float(v) for v in match.group(1).split()]
+        for editor in editors if isinstance(editors, tuple) else (editors,):
+            default = {f.name: f.default for f in dataclasses.fields(types[editor])}[field]
+            expected = list(default) if isinstance(default, tuple) else [default]
+            assert stated == [float(v) for v in expected], (dest, editor)
