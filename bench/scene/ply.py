@@ -253,6 +253,8 @@ def _allocate(header: PlyHeader, k: int) -> dict[str, np.ndarray]:
 def _decode_into(body: np.ndarray, header: PlyHeader, arrays: dict[str, np.ndarray],
                  rows: slice) -> None:
     """Decode the rows held in ``body`` into ``arrays[...][rows]``."""
+    if header.num_vertices == 0:
+        return
     for name, cols in CORE_GROUPS.items():
         _copy_group(body, header, cols, arrays[name][rows])
     _copy_sh_rest(body, header, arrays["sh_rest"][rows])
@@ -484,6 +486,8 @@ def encode_ply(splats: GaussianSplats, *, normals: bool = True,
     row = sum(int(code[1]) for _, code in layout)
     buf = np.zeros(len(head) + n * row, dtype=np.uint8)
     buf[: len(head)] = np.frombuffer(head, dtype=np.uint8)
+    if n == 0:  # no vertex block: views into it would start past the buffer
+        return buf
     offsets, at = {}, len(head)
     for name, code in layout:
         offsets[name] = at

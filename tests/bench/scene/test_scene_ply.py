@@ -248,3 +248,18 @@ def test_chunked_read_matches_single_block(tmp_path, byte_order):
     whole = decode_vertices(data[header.body_offset:], header)
     for chunk in (1, 777, 10_000, 1 << 20):  # 1 row per chunk, ragged chunks, one chunk
         assert_same(read_ply(path, chunk_bytes=chunk), whole)
+
+
+def test_empty_set_and_crlf_header(tmp_path):
+    from bench.scene.gaussians import GaussianSplats
+
+    write_ply(tmp_path / "e.ply", GaussianSplats.empty(sh_degree=3))
+    empty = read_ply(tmp_path / "e.ply")
+    assert len(empty) == 0 and empty.sh_rest.shape == (0, 15, 3)
+    # a header written with Windows line endings (some exporters do) reads the same
+    splats = random_splats(n=5, k=3, extra=False)
+    write_ply(tmp_path / "a.ply", splats)
+    raw = (tmp_path / "a.ply").read_bytes()
+    end = raw.index(b"end_header\n") + len(b"end_header\n")
+    (tmp_path / "crlf.ply").write_bytes(raw[:end].replace(b"\n", b"\r\n") + raw[end:])
+    assert_same(read_ply(tmp_path / "crlf.ply"), read_ply(tmp_path / "a.ply"))
