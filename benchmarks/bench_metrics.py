@@ -88,7 +88,7 @@ def main() -> None:
         pred, ref = make_pair(rng, args.frames, size)
         cases = [
             ("psnr", "splatbench (numpy, batched)", lambda p=pred, r=ref: psnr(p, r)),
-            ("psnr", "numpy per-image loop", lambda p=pred, r=ref: psnr_loop(p, r)),
+            ("psnr", "numpy loop, no input checks", lambda p=pred, r=ref: psnr_loop(p, r)),
             ("ssim", "splatbench (scipy, 15 planes per frame)", lambda p=pred, r=ref: ssim(p, r)),
             ("ssim", "skimage per image", lambda p=pred, r=ref: skimage_loop(p, r)),
             ("lpips", "splatbench (batched 8)", lambda p=pred, r=ref: lp(p, r)),
