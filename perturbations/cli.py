@@ -148,6 +148,7 @@ def run_perturb(args: argparse.Namespace) -> int:
     bundle.require_table()
     _progress(f"loaded {scene_dir} ({len(bundle.background):,} Gaussians)", started)
     result = apply_perturbation(bundle, name, seed=args.seed, **overrides)
+    del bundle  # the input arrays (world + splat frame) are not needed for writing
     _progress(f"{result.tool} ({name}): {result.stats.counts()}", started)
     save_perturbed(result, out, overwrite=args.overwrite)
     _progress(f"wrote {out} ({len(result.bundle.background):,} Gaussians)", started)
