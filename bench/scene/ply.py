@@ -517,6 +517,29 @@ def encode_ply(splats: GaussianSplats, *, normals: bool = True,
     return buf
 
 
+def encode_ply_reference(splats: GaussianSplats, *, normals: bool = True) -> bytes:
+    """Plain reference of :func:`encode_ply`: a structured array filled property by property."""
+    layout = ply_layout(splats, normals=normals)
+    n, k = len(splats), splats.sh_rest.shape[1]
+    rows = np.zeros(n, dtype=[(name, "<" + code) for name, code in layout])
+    columns = {"x": splats.means[:, 0], "y": splats.means[:, 1], "z": splats.means[:, 2],
+               "opacity": splats.opacity_logits, **splats.extra}
+    for i in range(3):
+        columns[f"f_dc_{i}"] = splats.sh_dc[:, i]
+        columns[f"scale_{i}"] = splats.log_scales[:, i]
+    for i in range(4):
+        columns[f"rot_{i}"] = splats.quats[:, i]
+    for c in range(3):
+        for j in range(k):
+            columns[f"f_rest_{c * k + j}"] = splats.sh_rest[:, j, c]
+    for name, _ in layout:
+        if name in columns:  # normals absent from extra stay zero
+            rows[name] = columns[name]
+    lines = ["ply", "format binary_little_endian 1.0", f"element vertex {n}"]
+    lines += [f"property {PLY_NAMES[code]} {name}" for name, code in layout]
+    return ("\n".join(lines) + "\nend_header\n").encode("ascii") + rows.tobytes()
+
+
 def write_ply(path: str | os.PathLike, splats: GaussianSplats, *, normals: bool = True) -> None:
     """Write a binary little-endian 3DGS PLY atomically (temp file + rename).
 

@@ -263,3 +263,13 @@ def test_empty_set_and_crlf_header(tmp_path):
     end = raw.index(b"end_header\n") + len(b"end_header\n")
     (tmp_path / "crlf.ply").write_bytes(raw[:end].replace(b"\n", b"\r\n") + raw[end:])
     assert_same(read_ply(tmp_path / "crlf.ply"), read_ply(tmp_path / "a.ply"))
+
+
+@pytest.mark.parametrize("k,extra,normals", [(0, False, True), (15, True, True),
+                                             (8, True, False), (3, False, False)])
+def test_fast_encoder_matches_reference(k, extra, normals):
+    from bench.scene.ply import encode_ply_reference
+
+    splats = random_splats(n=333, k=k, extra=extra)
+    assert encode_ply(splats, normals=normals).tobytes() == \
+        encode_ply_reference(splats, normals=normals)
