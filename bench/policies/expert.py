@@ -39,6 +39,7 @@ class ExpertConfig:
         z_tolerance: Vertical error accepted at the grasp/place pose, m.
         yaw_tolerance: Yaw error accepted before descending, rad.
         release_clearance: Gap between the actor's underside and its support at release, m.
+        close_patience: Frames to keep closing without a grasp before reopening to retry.
     """
 
     speed: float = 0.03
@@ -49,6 +50,7 @@ class ExpertConfig:
     z_tolerance: float = 0.004
     yaw_tolerance: float = 0.04
     release_clearance: float = 0.012
+    close_patience: int = 15
 
 
 def _yaw_of(rotation: np.ndarray) -> float:
@@ -85,10 +87,10 @@ class ScriptedExpert:
         self.max_opening = env.world.robot.max_opening
         self.chunk_size = env.chunk_size if env.config.control == "chunk" else 1
         self.seed = seed
-        self._close_frames = 0
+        self._close_start: int | None = None  # env frame of the pending close command
 
     def reset(self, *, seed: int | None = None) -> None:
-        self._close_frames = 0
+        self._close_start = None
 
     # -- planning -------------------------------------------------------------------------
     def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
@@ -99,9 +101,10 @@ class ScriptedExpert:
         # actor pose in the tool frame now: rigid while held, used to predict placing
         self._held_offset = target[:3, :3].T @ (actor.pos - target[:3, 3])
         self._held_rel_yaw = _object_yaw(actor.quat) - _yaw_of(target[:3, :3])
+        first_frame = int(info["frame"])
         rows = []
-        for _ in range(self.chunk_size):
-            goal, opening = self._next(state, target, opening)
+        for k in range(self.chunk_size):
+            goal, opening = self._next(state, target, opening, first_frame + k)
             delta = np.linalg.inv(target) @ goal
             rows.append(np.concatenate([delta[:3, 3], mat_to_rotvec(delta[:3, :3]), [opening]]))
             target = goal
@@ -109,16 +112,17 @@ class ScriptedExpert:
         return chunk if self.env.config.control == "chunk" else chunk[0]
 
     def _next(
-        self, state: TaskState, target: np.ndarray, opening: float
+        self, state: TaskState, target: np.ndarray, opening: float, frame: int
     ) -> tuple[np.ndarray, float]:
-        """One frame: the next TCP target and opening command."""
+        """One frame (absolute env frame ``frame``): the next TCP target and opening command."""
         cfg = self.config
         actor = state.objects[self.task.actor.name]
         yaw = _yaw_of(target[:3, :3])
         xyz = target[:3, 3]
         is_open = opening >= 0.9 * self.max_opening
+        if is_open or state.attached is not None:
+            self._close_start = None
         if state.attached is not None or (not is_open and state.held(self.task.actor.name)):
-            self._close_frames = 0
             place_xyz, place_yaw = self._place_pose(state, target)
             if self._at(xyz, yaw, place_xyz, place_yaw):  # release, opening just wide enough
                 return target, self._release_opening(state)
@@ -129,9 +133,9 @@ class ScriptedExpert:
                 opening, self._release_opening(state)
             )
         if not is_open:  # closing without a grasp yet: wait, or give up and reopen
-            self._close_frames += 1
-            if state.opening < 0.004 or self._close_frames > 15:
-                self._close_frames = 0
+            if self._close_start is None:
+                self._close_start = frame
+            if state.opening < 0.004 or frame - self._close_start > cfg.close_patience:
                 return target, self.max_opening
             return target, 0.0
         grasp_xyz = np.array(
