@@ -93,3 +93,11 @@ def test_rollout_bad_force_threshold(scene_dir, tmp_path, capsys):
     out = tmp_path / "f"
     assert _run(scene_dir, out, "--grasp", "friction", "--force-threshold", "-1") == 2
     assert "force_threshold" in capsys.readouterr().err and not out.exists()
+
+
+def test_rollout_video_and_records_are_byte_identical(scene_dir, tmp_path):
+    args = ("--video", "--image-size", "32", "32", "--episodes", "1", "--max-frames", "40")
+    assert _run(scene_dir, tmp_path / "a", *args) == 0
+    assert _run(scene_dir, tmp_path / "b", *args) == 0
+    for name in ("episodes.json", "manifest.json", "videos/episode_0000.gif"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

@@ -199,3 +199,10 @@ def test_robot_is_pluggable(small_scene):
     assert env.action_space.high[6] == pytest.approx(0.09)
     _, info = env.reset(seed=0)
     assert info["grasp"]["opening"] == pytest.approx(0.09, abs=1e-3)
+
+
+def test_make_env_by_task_name(small_scene):
+    env = bench.sim.make_env("Tape", small_scene, obs_mode="state")
+    assert env.unwrapped.task.name == "tape" and env.unwrapped.execute == 8
+    with pytest.raises(ValueError, match="did you mean"):
+        bench.sim.make_env("tapee", small_scene)
