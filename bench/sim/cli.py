@@ -7,6 +7,8 @@ Outputs in ``--out`` (written to a temp folder, renamed into place on success)::
     config.json     the resolved EnvConfig, policy, scene and run parameters
     manifest.json   tool id, params, seed, sha256 of the scene inputs and of every output
     videos/         episode_XXXX.gif|mp4 of the wrist view the policy saw (--video)
+    states/         episode_XXXX.csv: the raw per-frame state stream (--save-states): TCP pose,
+                    gripper, grasp flags, success predicate, progress, object poses
 
 Stdlib-only imports at module level; numpy/mujoco/torch load inside the handler.
 """
@@ -104,6 +106,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--video", action="store_true", help="write the wrist view of each episode")
     p.add_argument(
+        "--save-states",
+        action="store_true",
+        help="write each episode's per-frame state stream (metres, quaternions w x y z) as CSV",
+    )
+    p.add_argument(
         "--video-format",
         default="gif",
         choices=["gif", "mp4"],
@@ -141,6 +148,20 @@ def _write_video(path, frames, *, fps: float, fmt: str) -> None:
     else:
         data = iio.imwrite("<bytes>", frames, extension=".mp4", fps=fps)
     atomic_write_bytes(path, data)
+
+
+def _write_states(path, states, objects) -> None:
+    import csv
+    import io
+
+    from bench.provenance import atomic_write_bytes
+    from bench.sim.rollout import state_stream_columns, state_stream_rows
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(state_stream_columns(objects))
+    writer.writerows(state_stream_rows(states))
+    atomic_write_bytes(path, buffer.getvalue().encode("utf-8"))
 
 
 def run_rollout(args: argparse.Namespace) -> int:
@@ -193,7 +214,7 @@ def run_rollout(args: argparse.Namespace) -> int:
     records: list[EpisodeRecord] = []
     wall = 0.0
     with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
-        videos = []
+        videos, stream_files = [], []
         for episode, condition in enumerate(
             tqdm(conditions, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
         ):
@@ -204,8 +225,13 @@ def run_rollout(args: argparse.Namespace) -> int:
                 episode=episode,
                 policy_name=args.policy,
                 record_frames=args.video,
+                states=(states := []) if args.save_states else None,
             )
             records.append(record)
+            if args.save_states:
+                path = tmp / "states" / f"episode_{episode:04d}.csv"
+                _write_states(path, states, [o.name for o in task.objects])
+                stream_files.append(path)
             wall += seconds
             if args.video:
                 path = tmp / "videos" / f"episode_{episode:04d}.{args.video_format}"
@@ -247,6 +273,7 @@ def run_rollout(args: argparse.Namespace) -> int:
             "max_frames": unwrapped.max_frames,
             "robot": unwrapped.world.robot.name,
             "video": args.video,
+            "save_states": args.save_states,
             "video_format": args.video_format if args.video else None,
         }
         atomic_write_json(tmp / "config.json", params)
@@ -256,6 +283,7 @@ def run_rollout(args: argparse.Namespace) -> int:
             "config.json": tmp / "config.json",
         }
         outputs.update({f"videos/{v.name}": v for v in videos})
+        outputs.update({f"states/{v.name}": v for v in stream_files})
         inputs = {"scene.json": scene_dir / SCENE_FILE}
         background = scene_dir / "background.ply"
         if background.is_file():

@@ -33,6 +33,16 @@ the separate, strict success predicate. ``terminated``: success, or a failure
 (object fell through the table or left the workspace; reason in
 ``info["failure"]``). ``truncated``: the time limit in frames.
 
+Info (privileged, for experts, progress scoring and records): ``condition``,
+``initial_pose``, ``frame``, ``frames_executed``, ``success``, ``progress``,
+``failure``, ``objects`` (pose and velocity per object), ``contacts`` (sorted
+body-label pairs), ``grasp`` (mode, attached object, measured and commanded
+opening), ``tcp_target``, ``target_clipped``, ``state`` (a
+:class:`~bench.sim.state.TaskState`) and ``frame_states``: one row per control
+frame executed by this call (``reset`` gives frame 0) - the state stream
+(ee pose, normalised gripper, object poses, progress) that
+``protocols.progress.score_stream`` scores offline.
+
 Initial conditions: ``reset(seed=i)`` uses condition ``i`` of the task's fixed
 grid (``options={"condition": i}`` overrides; ``reset()`` without either takes
 the next condition). Physics is deterministic: the same scene, condition and
@@ -220,12 +230,14 @@ class SplatBenchEnv(gym.Env):
             self._progress.reset()
         self._state = self.world.task_state(frame=0)
         self._progress_value = self._score_progress(self._state)
+        self._frame_rows = [self._frame_row(self._state, success_now=False)]
         return self._observation(), self._info(executed=0)
 
     def step(self, action):
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         rows = self._validate_action(action)
+        self._frame_rows = []
         executed = 0
         for row in rows:
             if self._frame >= self.max_frames or self._success or self._failure:
@@ -299,9 +311,25 @@ class SplatBenchEnv(gym.Env):
         state = world.task_state(frame=self._frame)
         self._state = state
         self._failure = world.failure(state)
-        self._success_run = self._success_run + 1 if self.task.success(state) else 0
+        success_now = bool(self.task.success(state))
+        self._success_run = self._success_run + 1 if success_now else 0
         self._success = self._success_run >= self.config.success_hold_frames
         self._progress_value = self._score_progress(state)
+        self._frame_rows.append(self._frame_row(state, success_now=success_now))
+
+    def _frame_row(self, state: TaskState, *, success_now: bool) -> dict[str, Any]:
+        """One frame of the recorded state stream (see ``info["frame_states"]``)."""
+        return {
+            "frame": state.frame,
+            "ee_pose": [*state.tcp_pos.tolist(), *state.tcp_quat.tolist()],
+            "gripper": min(max(state.opening / self.world.robot.max_opening, 0.0), 1.0),
+            "opening_m": state.opening,
+            "attached": state.attached or "",
+            "held": state.held(self.task.actor.name),
+            "success_now": success_now,
+            "progress": self._progress_value,
+            "objects": {n: [*o.pos.tolist(), *o.quat.tolist()] for n, o in state.objects.items()},
+        }
 
     def _score_progress(self, state: TaskState) -> float:
         if self._progress is None:
@@ -357,6 +385,7 @@ class SplatBenchEnv(gym.Env):
             "tcp_target": self._target.copy(),
             "target_clipped": self._clipped,
             "state": s,
+            "frame_states": list(self._frame_rows),
         }
 
     def _get_renderer(self):

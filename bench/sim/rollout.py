@@ -33,7 +33,8 @@ class EpisodeRecord:
         truncated: Hit the time limit.
         frames: Control frames executed (10 Hz).
         policy_queries: Times the policy was asked for a chunk.
-        first_grasp_frame: Frame at which the actor was first held, -1 if never.
+        first_grasp_frame: First frame at which the actor was held (welded, or squeezed by
+            both pads in the frictional mode), -1 if never.
         init_x: Actor start x in the table frame, metres.
         init_y: Actor start y in the table frame, metres.
         init_yaw_deg: Actor start yaw, degrees.
@@ -68,8 +69,19 @@ def run_episode(
     episode: int = 0,
     policy_name: str = "",
     record_frames: bool = False,
+    states: list[dict[str, Any]] | None = None,
 ) -> tuple[EpisodeRecord, list[np.ndarray], float]:
     """Roll ``policy`` out in ``env`` from initial condition ``condition``.
+
+    Args:
+        env: A splatbench Gymnasium environment (wrapped or not).
+        policy: A :class:`~bench.policies.base.Policy`.
+        condition: Initial-condition index (``reset(seed=condition)``).
+        episode: Index written into the record.
+        policy_name: Name written into the record (default: the policy's ``name``).
+        record_frames: Also return the wrist frames the policy saw.
+        states: If a list is given, every control frame's state row
+            (``info["frame_states"]``, frame 0 included) is appended to it.
 
     Returns:
         (record, wrist frames [H, W, 3] uint8 seen by the policy if ``record_frames``,
@@ -79,17 +91,17 @@ def run_episode(
     obs, info = env.reset(seed=condition)
     policy.reset(seed=condition)
     frames = [obs["wrist_rgb"]] if record_frames and "wrist_rgb" in obs else []
-    queries, first_grasp, progress_max = 0, -1, float(info["progress"])
-    reward, terminated, truncated = float(info["progress"]), False, False
+    rows = list(info["frame_states"])
+    queries, reward, terminated, truncated = 0, float(info["progress"]), False, False
     while not (terminated or truncated):
-        action = policy.act(obs, info)
+        obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
         queries += 1
-        obs, reward, terminated, truncated, info = env.step(action)
-        progress_max = max(progress_max, float(reward))
-        if first_grasp < 0 and info["grasp"]["attached"] is not None:
-            first_grasp = int(info["frame"])
+        rows.extend(info["frame_states"])
         if frames:
             frames.append(obs["wrist_rgb"])
+    if states is not None:
+        states.extend(rows)
+    grasped = [r["frame"] for r in rows if r["held"]]
     unwrapped = env.unwrapped
     x, y, yaw = unwrapped.initial_pose
     record = EpisodeRecord(
@@ -100,14 +112,64 @@ def run_episode(
         scene=str(getattr(unwrapped.scene, "name", "")),
         success=bool(info["success"]),
         progress_final=round(float(reward), 6),
-        progress_max=round(progress_max, 6),
+        progress_max=round(max(r["progress"] for r in rows), 6),
         failure=info["failure"] or "",
         truncated=bool(truncated),
         frames=int(info["frame"]),
         policy_queries=queries,
-        first_grasp_frame=first_grasp,
+        first_grasp_frame=grasped[0] if grasped else -1,
         init_x=round(x, 6),
         init_y=round(y, 6),
         init_yaw_deg=round(float(np.rad2deg(yaw)), 6),
     )
     return record, frames, time.perf_counter() - start
+
+
+def state_stream_columns(objects: list[str]) -> list[str]:
+    """CSV header of a recorded state stream (one row per 10 Hz control frame)."""
+    pose = ("x", "y", "z", "qw", "qx", "qy", "qz")
+    columns = [
+        "frame",
+        *(f"ee_{p}" for p in pose),
+        "gripper",
+        "opening_m",
+        "attached",
+        "held",
+        "success_now",
+        "progress",
+    ]
+    for name in objects:
+        columns += [f"{name}_{p}" for p in pose]
+    return columns
+
+
+def state_stream_rows(frame_states: list[dict[str, Any]]) -> list[list[Any]]:
+    """Flatten ``info["frame_states"]`` rows into CSV rows (see :func:`state_stream_columns`)."""
+    rows = []
+    for row in frame_states:
+        flat = [
+            row["frame"],
+            *row["ee_pose"],
+            row["gripper"],
+            row["opening_m"],
+            row["attached"],
+            int(row["held"]),
+            int(row["success_now"]),
+            row["progress"],
+        ]
+        for pose in row["objects"].values():
+            flat += pose
+        rows.append(flat)
+    return rows
+
+
+def progress_frames(frame_states: list[dict[str, Any]]):
+    """A ``protocols.progress.Frames`` block of a recorded stream (for ``score_stream``)."""
+    from protocols.progress import Frames
+
+    names = list(frame_states[0]["objects"])
+    return Frames(
+        objects={n: np.array([r["objects"][n] for r in frame_states]) for n in names},
+        ee_pose=np.array([r["ee_pose"] for r in frame_states]),
+        gripper=np.array([r["gripper"] for r in frame_states]),
+    )
