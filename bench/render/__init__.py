@@ -36,6 +36,7 @@ import numpy as np
 from bench.registry import Registry, lazy
 from bench.render.composite import composite
 from bench.render.output import RenderOutput, check_background
+from bench.render.reference import MAX_PAIRS
 from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 
@@ -46,16 +47,16 @@ FISHEYE_MODES = ("direct", "cubemap")
 
 BACKENDS: Registry = Registry("render backend")
 BACKENDS.register("cpu", lazy("bench.render.warp_backend", "render_cpu"), device="cpu",
-                  differentiable=False, max_pixels=None,
+                  differentiable=False,
                   description="Warp kernels compiled for the CPU (default without CUDA)")
 BACKENDS.register("gsplat", lazy("bench.render.gsplat_backend", "render_gsplat"), device="cuda",
-                  differentiable=True, max_pixels=None,
+                  differentiable=True,
                   description="gsplat.rasterization on CUDA (pip install splatbench[gpu])")
 BACKENDS.register("reference", lazy("bench.render.reference", "render_reference"), device="cpu",
-                  differentiable=False, max_pixels=1 << 16,
+                  differentiable=False, max_pairs=MAX_PAIRS,
                   description="dense float64 torch, all Gaussians x all pixels (tests)")
 BACKENDS.register("torch", lazy("bench.render.torch_backend", "render_torch"), device="cpu",
-                  differentiable=True, max_pixels=None,
+                  differentiable=True,
                   description="pure-torch tile rasterizer (differentiable; CPU trainer)")
 
 

@@ -49,7 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "--width/--height the other keeps the aspect ratio")
     p.add_argument("--background", default="0,0,0", metavar="R,G,B",
                    help="background colour, three values in [0, 1]")
-    p.add_argument("--sh-degree", type=int, help="active SH degree (default: all stored bands)")
+    p.add_argument("--sh-degree", type=int, help="active SH degree, 0-3 (None = every stored band)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=run_render)
 

@@ -48,6 +48,7 @@ def render_reference(
          for name in ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")}
     proj = tr.project(t["means"], t["quats"], t["log_scales"], camera)
     order = torch.nonzero(proj.visible).squeeze(1)
+    # float32 sort keys: the same order (and ties) as the float32 backends.
     order = order[torch.argsort(proj.depths[order].to(torch.float32), stable=True)]
     xy, conic = proj.means2d[order], proj.conics[order]
     opac = torch.sigmoid(t["opacity_logits"][order])
