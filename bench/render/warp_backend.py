@@ -185,7 +185,7 @@ def _project_kernel(
     b = cov2[0, 1]
     c = cov2[1, 1] + _LOW_PASS
     det = a * c - b * b
-    if det <= 0.0:
+    if not (det > 0.0):  # also culls NaN (e.g. an all-zero quaternion)
         return
     mid = 0.5 * (a + c)
     lam = mid + wp.sqrt(wp.max(mid * mid - det, _EIGEN_FLOOR))
@@ -393,7 +393,8 @@ class _SplatArrays:
         n = splats.num
         self.num = n
         self.stored_degree = splats.sh_degree
-        rot = _quat_to_rotmat(splats.normalized_quats())
+        with np.errstate(invalid="ignore", divide="ignore"):  # zero quaternions -> NaN -> culled
+            rot = _quat_to_rotmat(splats.normalized_quats())
         m = rot * splats.scales().astype(np.float64)[:, None, :]
         cov = m @ m.transpose(0, 2, 1)
         f32 = np.float32

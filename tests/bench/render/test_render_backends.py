@@ -252,3 +252,19 @@ def test_registry_metadata():
     assert {"cpu", "gsplat", "reference", "torch"} <= set(BACKENDS.names())
     assert BACKENDS.entry("gsplat").meta["device"] == "cuda"
     assert BACKENDS.entry("torch").meta["differentiable"] is True
+
+
+def test_degenerate_gaussians_are_culled_not_fatal():
+    splats = random_scene(12, n=50)
+    quats = splats.quats.copy()
+    quats[:5] = 0.0  # no rotation defined
+    scales = splats.log_scales.copy()
+    scales[5:10] = -40.0  # vanishing Gaussians: only the 0.3 px low-pass remains
+    bad = splats.replace(quats=quats, log_scales=scales)
+    good = splats.subset(np.arange(5, 50)).replace(log_scales=scales[5:])
+    cam = pinhole_cam(12)
+    for backend in ("cpu", "torch", "reference"):
+        out = render(bad, cam, backend=backend)
+        assert np.isfinite(out.rgb).all() and np.isfinite(out.alpha).all(), backend
+        # The zero-quaternion Gaussians are dropped: same image as without them.
+        np.testing.assert_allclose(out.rgb, render(good, cam, backend=backend).rgb, atol=1e-6)
