@@ -4,7 +4,7 @@ Registered policies: ``expert`` (privileged scripted pick-and-place, an upper
 bound and a demonstration source), ``noisy-expert`` / ``noisy-expert-8mm`` /
 ``noisy-expert-12mm`` (the expert with seeded Gaussian translation noise of 4,
 8 or 12 mm per frame: weaker but competent candidates for paired comparisons;
-on the first 20 Cup conditions 20, 15 and 6 successes), ``random`` (uniform
+on the first 20 Cup conditions 20, 15 and 4 successes), ``random`` (uniform
 actions from the action space) and ``hold`` (never moves: a zero baseline).
 """
 

@@ -125,13 +125,11 @@ class ScriptedExpert:
         if state.attached is not None or (not is_open and state.held(self.task.actor.name)):
             place_xyz, place_yaw = self._place_pose(state, target)
             if self._at(xyz, yaw, place_xyz, place_yaw):  # release, opening just wide enough
-                return target, self._release_opening(state)
+                return target, self._release_opening()
             return self._move(xyz, yaw, place_xyz, place_yaw), opening
         if self._placed(state):
             retreat = np.array([xyz[0], xyz[1], self.table_height + cfg.carry_height])
-            return self._step_towards(xyz, yaw, retreat, yaw), max(
-                opening, self._release_opening(state)
-            )
+            return self._step_towards(xyz, yaw, retreat, yaw), self._release_opening()
         if not is_open:  # closing without a grasp yet: wait, or give up and reopen
             if self._close_start is None:
                 self._close_start = frame
@@ -146,9 +144,14 @@ class ScriptedExpert:
             return target, 0.0
         return self._move(xyz, yaw, grasp_xyz, grasp_yaw), self.max_opening
 
-    def _release_opening(self, state: TaskState) -> float:
-        """Open 3 cm wider than the held object: fingers stay clear of the receptacle walls."""
-        return min(self.max_opening, state.opening + 0.03)
+    def _release_opening(self) -> float:
+        """Release width: 3 cm more than the actor is thick, and no more.
+
+        Fingers opened wider inside a narrow box press on its walls and lift it.
+        """
+        shape = self.task.actor.shape
+        width = 2 * shape.radius  # cylinders are grasped across, pens across their diameter
+        return min(self.max_opening, width + 0.03)
 
     def _at(self, xyz, yaw, goal_xyz, goal_yaw) -> bool:
         cfg = self.config
