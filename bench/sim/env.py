@@ -249,6 +249,25 @@ class SplatBenchEnv(gym.Env):
         reward = float(self._progress_value)
         return self._observation(), reward, terminated, truncated, self._info(executed=executed)
 
+    def wrist_camera(self):
+        """The wrist fisheye :class:`~bench.scene.cameras.Camera` at its current pose.
+
+        Needs no GL context, so vision policies can back-project wrist pixels in any
+        ``obs_mode``.
+        """
+        from bench.sim.observation import wrist_camera_model
+
+        return wrist_camera_model(self.config).with_pose(
+            self.world.robot.camera_pose(self.world.data)
+        )
+
+    @property
+    def tcp_from_camera(self) -> np.ndarray:  # [4, 4]
+        """Fixed hand-eye transform: wrist camera (OpenCV axes) in the TCP frame."""
+        data = self.world.data
+        tcp = self.world.robot.tcp_pose(data)
+        return np.linalg.inv(tcp) @ self.world.robot.camera_pose(data)
+
     def render(self):
         if self.render_mode != "rgb_array":
             return None

@@ -174,6 +174,14 @@ def to_uint8(rgb: np.ndarray) -> np.ndarray:  # [H, W, 3] float -> uint8
     return (np.clip(rgb, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
 
 
+def wrist_camera_model(config: EnvConfig) -> Camera:
+    """The wrist fisheye (equidistant, ``config.fisheye_fov_deg``) at the identity pose."""
+    h, w = config.image_size
+    return Camera.equidistant_fisheye(
+        w, h, fov_deg=config.fisheye_fov_deg, world_from_camera=np.eye(4), name="wrist"
+    )
+
+
 class ObservationRenderer:
     """Wrist fisheye and exterior views of a :class:`World` over a scene's background.
 
@@ -185,10 +193,7 @@ class ObservationRenderer:
 
     def __init__(self, world: World, scene: Any, config: EnvConfig) -> None:
         self.world, self.scene, self.config = world, scene, config
-        h, w = config.image_size
-        self.wrist = Camera.equidistant_fisheye(
-            w, h, fov_deg=config.fisheye_fov_deg, world_from_camera=np.eye(4), name="wrist"
-        )
+        self.wrist = wrist_camera_model(config)
         from bench.render.fisheye import CUBE_MARGIN_PX, default_face_px
 
         self.face_px = int(config.cube_face_px or default_face_px(self.wrist))

@@ -143,6 +143,7 @@ class World:
         }
         self._geom_label = self._label_geoms()
         self.home = self.home_pose()
+        mujoco.mj_forward(self.model, self.data)  # valid kinematics before the first reset
 
     # -- construction ---------------------------------------------------------------------
     def _build_spec(self) -> mujoco.MjSpec:

@@ -121,3 +121,19 @@ def test_two_live_environments_render_independently(small_scene):
     assert not np.array_equal(obs_a0["wrist_rgb"], obs_b["wrist_rgb"])
     env_a.close()
     env_b.close()
+
+
+def test_public_wrist_camera_and_hand_eye(small_scene):
+    env = gymnasium.make(
+        bench.sim.ENV_IDS["pen"], scene=small_scene, obs_mode="state", control="single"
+    )
+    hand_eye = env.unwrapped.tcp_from_camera  # valid before the first reset
+    env.reset(seed=3)
+    for _ in range(3):
+        env.step(np.array([0.02, 0.01, 0.0, 0.0, 0.0, 0.3, 0.05]))
+    np.testing.assert_allclose(env.unwrapped.tcp_from_camera, hand_eye, atol=1e-9)
+    camera = env.unwrapped.wrist_camera()
+    assert camera.model == "fisheye" and camera.fov_deg == 200.0
+    world = env.unwrapped.world
+    expected = world.robot.tcp_pose(world.data) @ hand_eye
+    np.testing.assert_allclose(camera.world_from_camera, expected, atol=1e-9)
