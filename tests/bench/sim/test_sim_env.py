@@ -206,3 +206,27 @@ def test_make_env_by_task_name(small_scene):
     assert env.unwrapped.task.name == "tape" and env.unwrapped.execute == 8
     with pytest.raises(ValueError, match="did you mean"):
         bench.sim.make_env("tapee", small_scene)
+
+
+def test_background_edit_changes_images_but_not_physics(small_scene, qstate):
+    """Paired conditions: only the background differs, so physics must stay bit-identical."""
+    bg = small_scene.background
+    keep = bg.means[:, 2] < 1.0  # drop everything above 1 m (ceiling, upper walls): a big hole
+    damaged = small_scene.with_background(bg.subset(np.flatnonzero(keep)))
+    rng = np.random.default_rng(1)
+    runs = []
+    for scene in (small_scene, damaged):
+        env = make(scene, obs_mode="rgb", image_size=(48, 48), execute=4)
+        env.reset(seed=9)
+        runs.append([])
+        for _ in range(3):
+            action = np.random.default_rng(rng.integers(1 << 30)).uniform(
+                env.action_space.low, env.action_space.high
+            )
+            obs, *_ = env.step(action)
+            runs[-1].append((qstate(env), obs["wrist_rgb"]))
+        env.close()
+        rng = np.random.default_rng(1)  # same action sequence for the second scene
+    for (state_a, image_a), (state_b, image_b) in zip(*runs, strict=True):
+        np.testing.assert_array_equal(state_a, state_b)
+        assert not np.array_equal(image_a, image_b)
