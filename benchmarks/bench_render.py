@@ -6,8 +6,9 @@ poses around the table (cycled, so consecutive frames differ), for 50k and
 200k Gaussians, 128x128 and 256x256, pinhole (70 deg horizontal FOV) and fisheye
 direct (equidistant, 200 deg). The two backends are interleaved (one torch frame,
 then cpu frames for as long) so both see the same load on a shared machine.
-Reported: median milliseconds per frame, frames/s from the median, and the
-speed-up of ``cpu`` over ``torch`` from medians and from best frames.
+Reported: median CPU time per frame (``time.process_time``, robust to other
+jobs on a shared machine; both backends run on one thread), frames/s from it, the
+speed-up of ``cpu`` over ``torch``, and the median wall-clock times for reference.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_render.py [--out DIR]
 """
@@ -39,31 +40,36 @@ def cameras(model: str, size: int):
             for p in poses]
 
 
-def time_pair(splats, cams, *, seconds: float, min_rounds: int) -> dict[str, list[float]]:
+def time_pair(splats, cams, *, seconds: float, min_rounds: int) -> dict[str, dict[str, list]]:
     """Interleave the two backends so both see the same machine load (shared CI boxes).
 
     Each round renders one ``torch`` frame, then ``cpu`` frames for about as long (1-20).
+    Records wall time and process CPU time (``time.process_time``: unaffected by other
+    processes competing for the cores) per frame.
     """
     from bench.render import render
 
     for backend in ("cpu", "torch"):
         render(splats, cams[0], backend=backend)  # warm-up: upload, compile, allocate
-    times: dict[str, list[float]] = {"cpu": [], "torch": []}
+    times: dict[str, dict[str, list]] = {b: {"wall": [], "cpu": []} for b in ("cpu", "torch")}
+
+    def frame(backend: str, cam) -> float:
+        w0, c0 = time.perf_counter(), time.process_time()
+        render(splats, cam, backend=backend)
+        wall = time.perf_counter() - w0
+        times[backend]["wall"].append(wall)
+        times[backend]["cpu"].append(time.process_time() - c0)
+        return wall
+
     start = time.perf_counter()
-    while len(times["torch"]) < min_rounds or time.perf_counter() - start < seconds:
-        cam = cams[len(times["torch"]) % len(cams)]
-        t0 = time.perf_counter()
-        render(splats, cam, backend="torch")
-        budget = time.perf_counter() - t0
-        times["torch"].append(budget)
-        spent = 0.0
-        for k in range(20):
-            t0 = time.perf_counter()
-            render(splats, cams[(len(times["cpu"]) + k) % len(cams)], backend="cpu")
-            times["cpu"].append(time.perf_counter() - t0)
-            spent += times["cpu"][-1]
-            if spent >= budget:
-                break
+    rounds = 0
+    while rounds < min_rounds or time.perf_counter() - start < seconds:
+        budget = frame("torch", cams[rounds % len(cams)])
+        spent, k = 0.0, 0
+        while k < 20 and spent < budget:
+            spent += frame("cpu", cams[len(times["cpu"]["wall"]) % len(cams)])
+            k += 1
+        rounds += 1
     return times
 
 
@@ -89,25 +95,29 @@ def main(argv: list[str] | None = None) -> int:
             for model in args.models:
                 cams = cameras(model, size)
                 times = time_pair(splats, cams, seconds=args.seconds, min_rounds=args.min_frames)
-                med = {k: float(np.median(v)) for k, v in times.items()}
-                best = {k: float(np.min(v)) for k, v in times.items()}
+                wall = {k: float(np.median(v["wall"])) for k, v in times.items()}
+                cpu = {k: float(np.median(v["cpu"])) for k, v in times.items()}
                 for backend in ("cpu", "torch"):
                     print(f"{backend:5s} {n:7d} {size}x{size} {model:8s} "
-                          f"median {1000 * med[backend]:8.1f} ms  best {1000 * best[backend]:8.1f} "
-                          f"ms  ({len(times[backend])} frames)", file=sys.stderr)
+                          f"wall {1000 * wall[backend]:8.1f} ms  cpu-time "
+                          f"{1000 * cpu[backend]:8.1f} ms  ({len(times[backend]['wall'])} frames)",
+                          file=sys.stderr)
                 rows.append({"gaussians": n, "size": f"{size}x{size}", "camera": model,
-                             "cpu_ms": 1000 * med["cpu"], "cpu_best_ms": 1000 * best["cpu"],
-                             "cpu_fps": 1 / med["cpu"], "torch_ms": 1000 * med["torch"],
-                             "torch_best_ms": 1000 * best["torch"], "torch_fps": 1 / med["torch"],
-                             "speedup": med["torch"] / med["cpu"],
-                             "speedup_best": best["torch"] / best["cpu"]})
+                             "cpu_wall_ms": 1000 * wall["cpu"], "cpu_cputime_ms": 1000 * cpu["cpu"],
+                             "cpu_fps": 1 / cpu["cpu"], "torch_wall_ms": 1000 * wall["torch"],
+                             "torch_cputime_ms": 1000 * cpu["torch"],
+                             "torch_fps": 1 / cpu["torch"], "speedup": cpu["torch"] / cpu["cpu"],
+                             "speedup_wall": wall["torch"] / wall["cpu"],
+                             "cpu_frames": len(times["cpu"]["wall"]),
+                             "torch_frames": len(times["torch"]["wall"])})
     header = ("| Gaussians | image | camera | cpu (Warp) ms | cpu fps | torch tiles ms | "
-              "torch fps | speed-up (median / best) |")
-    lines = [header, "|" + "---|" * 8]
+              "torch fps | speed-up | wall ms cpu / torch |")
+    lines = [header, "|" + "---|" * 9]
     for r in rows:
-        lines.append(f"| {r['gaussians']:,} | {r['size']} | {r['camera']} | {r['cpu_ms']:.1f} | "
-                     f"{r['cpu_fps']:.1f} | {r['torch_ms']:.0f} | {r['torch_fps']:.2f} | "
-                     f"{r['speedup']:.0f}x / {r['speedup_best']:.0f}x |")
+        lines.append(f"| {r['gaussians']:,} | {r['size']} | {r['camera']} | "
+                     f"{r['cpu_cputime_ms']:.1f} | {r['cpu_fps']:.1f} | "
+                     f"{r['torch_cputime_ms']:.0f} | {r['torch_fps']:.2f} | "
+                     f"{r['speedup']:.0f}x | {r['cpu_wall_ms']:.1f} / {r['torch_wall_ms']:.0f} |")
     table = "\n".join(lines)
     info = (f"{platform.processor() or platform.machine()}, 1 thread, torch "
             f"{torch.__version__}, python {platform.python_version()}")
