@@ -31,7 +31,9 @@ class EnvConfig:
         control_hz: Policy/action rate, Hz.
         physics_dt: Physics step, seconds.
         image_size: Wrist image (height, width) in pixels.
-        fisheye_fov_deg: Full field of view of the equidistant wrist fisheye, degrees.
+        fisheye_fov_deg: Full field of view of the wrist fisheye, degrees.
+        fisheye_distortion: Kannala-Brandt k1..k4 of the wrist lens (zeros: equidistant); the
+            focal length is set so the ``fisheye_fov_deg`` circle fits the shorter image side.
         fisheye_mode: How bench.render draws the background fisheye: "cubemap" or "direct".
         cube_face_px: Side of each MuJoCo cubemap face, pixels (0 = derived from the image size).
         background: "gaussian" (the scene's splats) or "none" (black; MuJoCo objects only).
@@ -55,6 +57,7 @@ class EnvConfig:
     physics_dt: float = 0.002
     image_size: tuple[int, int] = (128, 128)
     fisheye_fov_deg: float = 200.0
+    fisheye_distortion: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
     fisheye_mode: str = "cubemap"
     cube_face_px: int = 0
     background: str = "gaussian"
@@ -79,6 +82,11 @@ class EnvConfig:
         if isinstance(self.grasp, dict):
             object.__setattr__(self, "grasp", GraspConfig(**self.grasp))
         object.__setattr__(self, "image_size", tuple(int(v) for v in self.image_size))
+        object.__setattr__(
+            self, "fisheye_distortion", tuple(float(k) for k in self.fisheye_distortion)
+        )
+        if len(self.fisheye_distortion) != 4:
+            raise ValueError("fisheye_distortion must be 4 numbers (Kannala-Brandt k1..k4)")
         object.__setattr__(self, "exterior_size", tuple(int(v) for v in self.exterior_size))
         for name in ("chunk_size", "execute", "max_frames"):
             value = getattr(self, name)

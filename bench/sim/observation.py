@@ -175,10 +175,33 @@ def to_uint8(rgb: np.ndarray) -> np.ndarray:  # [H, W, 3] float -> uint8
 
 
 def wrist_camera_model(config: EnvConfig) -> Camera:
-    """The wrist fisheye (equidistant, ``config.fisheye_fov_deg``) at the identity pose."""
+    """The wrist fisheye at the identity pose.
+
+    Kannala-Brandt with ``config.fisheye_distortion`` (zeros: equidistant), focal length
+    chosen so the ``config.fisheye_fov_deg`` circle fits the shorter image side.
+    """
     h, w = config.image_size
-    return Camera.equidistant_fisheye(
-        w, h, fov_deg=config.fisheye_fov_deg, world_from_camera=np.eye(4), name="wrist"
+    theta = math.radians(config.fisheye_fov_deg / 2.0)
+    k1, k2, k3, k4 = config.fisheye_distortion
+    theta_d = theta * (1 + k1 * theta**2 + k2 * theta**4 + k3 * theta**6 + k4 * theta**8)
+    if theta_d <= 0:
+        raise ValueError(
+            f"fisheye_distortion {config.fisheye_distortion} folds the lens before "
+            f"{config.fisheye_fov_deg / 2} degrees; check the calibration"
+        )
+    f = 0.5 * min(w, h) / theta_d
+    return Camera(
+        "fisheye",
+        w,
+        h,
+        f,
+        f,
+        w / 2.0,
+        h / 2.0,
+        np.eye(4),
+        distortion=config.fisheye_distortion,
+        fov_deg=config.fisheye_fov_deg,
+        name="wrist",
     )
 
 

@@ -137,3 +137,21 @@ def test_public_wrist_camera_and_hand_eye(small_scene):
     world = env.unwrapped.world
     expected = world.robot.tcp_pose(world.data) @ hand_eye
     np.testing.assert_allclose(camera.world_from_camera, expected, atol=1e-9)
+
+
+def test_wrist_camera_model_fits_the_fov_circle():
+    from bench.sim.config import EnvConfig
+    from bench.sim.observation import wrist_camera_model
+
+    plain = wrist_camera_model(EnvConfig(image_size=(128, 96)))
+    # equidistant: f = (96 / 2) / (100 deg in radians), as Camera.equidistant_fisheye
+    expected = Camera.equidistant_fisheye(96, 128, fov_deg=200.0, world_from_camera=np.eye(4))
+    assert plain.fx == pytest.approx(expected.fx) and plain.cy == 64.0
+    lens = wrist_camera_model(EnvConfig(fisheye_distortion=(0.02, -0.01, 0.0, 0.0)))
+    # a ray at the edge of the field of view lands on the inscribed circle (radius 64 px)
+    edge = np.radians(100.0) - 1e-7  # just inside the lens limit (the limit itself is invalid)
+    ray = np.array([[np.sin(edge), 0.0, np.cos(edge)]])
+    uv, _ = lens.project(ray)
+    assert np.hypot(uv[0, 0] - 64.0, uv[0, 1] - 64.0) == pytest.approx(64.0, abs=1e-4)
+    with pytest.raises(ValueError):
+        EnvConfig(fisheye_distortion=(0.0, 0.0))
