@@ -119,6 +119,16 @@ def _csv_bytes(header, rows) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
+def _folder_digest(folder: Path) -> dict:
+    """Image count and one sha256 over (file name, file sha256) of every image in a folder."""
+    from bench.provenance import sha256_bytes, sha256_file
+    from metrics.images import list_images
+
+    files = list_images(folder)
+    listing = "".join(f"{p.name}\t{sha256_file(p)}\n" for p in files)
+    return {"images": len(files), "sha256": sha256_bytes(listing.encode("utf-8"))}
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of ``bench score``."""
     import dataclasses
@@ -191,7 +201,10 @@ def run(args: argparse.Namespace) -> int:
         inputs["scene_background"] = args.scene / "background.ply"
     if args.clean is not None and (args.clean / "background.ply").is_file():
         inputs["clean_background"] = args.clean / "background.ply"
-    extra = {"scorers": {i.name: dataclasses.asdict(i) for i in infos}}
+    extra = {"scorers": {i.name: dataclasses.asdict(i) for i in infos},
+             "image_folders": {flag: _folder_digest(folder) for flag, folder in
+                               (("gt", args.gt), ("pred", args.pred), ("frames", args.frames))
+                               if folder is not None}}
     lpips_scorer = next((s for s in scorers if s.info.name == "lpips"), None)
     if lpips_scorer is not None:
         extra["lpips_backbone_weights"] = lpips_scorer.weights_source

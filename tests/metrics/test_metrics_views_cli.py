@@ -102,6 +102,8 @@ def test_cli_test_views_with_clean_pairing(scenes, tmp_path):
     manifest = json.loads((tmp_path / "scores.manifest.json").read_text())
     assert manifest["tool"] == "score/1" and manifest["counts"]["frames"] == 8
     assert set(manifest["outputs"]) == {"scores", "summary"}
+    assert manifest["image_folders"]["gt"]["images"] == 8
+    assert set(manifest["inputs"]) == {"scene_background", "clean_background"}
 
 
 def test_cli_obs_probe_clean_against_itself_has_zero_delta(scenes, tmp_path):
