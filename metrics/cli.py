@@ -49,9 +49,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics",
                    help="comma-separated scorers: psnr, ssim, lpips, nvs-sqa, pyiqa:<name> "
                    f"(defaults: {'; '.join(f'{k}: {v}' for k, v in DEFAULT_METRICS.items())})")
-    p.add_argument("--out", type=Path, required=True,
-                   help="long-format CSV path; SUMMARY (.summary.csv) and manifest "
-                   "(.manifest.json) are written next to it")
+    p.add_argument("--list-metrics", action="store_true",
+                   help="print the built-in scorers with their metadata and exit")
+    p.add_argument("--out", type=Path,
+                   help="long-format CSV path (required unless --list-metrics); the summary "
+                   "(.summary.csv) and manifest (.manifest.json) are written next to it")
     p.add_argument("--device", default="auto", choices=("cpu", "cuda", "auto"),
                    help="torch device for the scorers (auto = cuda when available)")
     p.add_argument("--backend", default="auto",
@@ -138,6 +140,18 @@ def run(args: argparse.Namespace) -> int:
     from metrics import views as V
     from metrics.registry import get_scorer, scorer_info
 
+    if args.list_metrics:
+        from metrics.registry import available
+
+        print("name      mode  better  unit      version")
+        for name in available():
+            info = scorer_info(name)
+            better = "lower" if info.lower_better else "higher"
+            print(f"{name:9s} {info.mode:5s} {better:7s} {info.unit:9s} {info.version}")
+        print("pyiqa:<name>  any per-image pyiqa metric (mode/direction from pyiqa)")
+        return 0
+    if args.out is None:
+        raise BenchError("pass --out scores.csv (the long-format CSV to write)")
     protocol = _check_args(args)
     out_csv, out_summary, out_manifest = _outputs(args.out)
     existing = [p for p in (out_csv, out_summary, out_manifest) if p.exists()]

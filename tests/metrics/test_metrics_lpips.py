@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import pickle
 import tarfile
+import warnings
 from decimal import Decimal
 
 import numpy as np
@@ -49,7 +50,8 @@ def test_lpips_equals_lpips_package_with_same_weights(lpips_scorer, calibration_
     import torch
 
     features, _ = W.load_alexnet_features()
-    with torch.random.fork_rng(devices=[]), pytest.warns(UserWarning):  # torchvision deprecation
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torchvision's 'pretrained' deprecation
         ref_net = lpips.LPIPS(net="alex", version="0.1", pnet_rand=True, verbose=False).eval()
     slices = {0: "slice1", 3: "slice2", 6: "slice3", 8: "slice4", 10: "slice5"}
     for idx, name in slices.items():

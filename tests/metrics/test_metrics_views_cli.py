@@ -171,3 +171,9 @@ def test_cli_obs_policy_and_bad_inputs(tmp_path, capsys):
     assert "--gt" in error(["score", "--views", "test", "--scene", str(tmp_path),
                             "--out", str(bad)])
     assert not bad.exists()  # nothing half-written
+
+
+def test_cli_list_metrics(capsys):
+    assert main(["score", "--list-metrics"]) == 0
+    listing = capsys.readouterr().out
+    assert "lpips     FR    lower" in listing and "nvs-sqa   NR    higher  sequence" in listing
