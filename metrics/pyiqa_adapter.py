@@ -123,8 +123,10 @@ def create_offline(name: str, *, device: str = "cpu"):
     except MissingWeightError:
         raise
     except OSError as exc:  # Hugging Face offline mode: "... not in cache and offline"
-        from huggingface_hub.constants import HF_HUB_CACHE
-
+        try:
+            from huggingface_hub.constants import HF_HUB_CACHE
+        except ImportError:
+            HF_HUB_CACHE = "the Hugging Face cache"  # noqa: N806
         raise MissingWeightError(
             f"{label} needs Hugging Face model files that are not in {HF_HUB_CACHE} and there is "
             f"no network ({str(exc).splitlines()[0]}); download them on a connected machine "
