@@ -6,10 +6,14 @@ bound and a demonstration source), ``noisy-expert`` / ``noisy-expert-8mm`` /
 8 or 12 mm per frame: weaker but competent candidates for paired comparisons;
 on the first 20 Cup conditions 20, 15 and 4 successes), ``random`` (uniform
 actions from the action space) and ``hold`` (never moves: a zero baseline).
+``visual-servo`` and ``visual-glance`` (:mod:`bench.policies.visual`) find the
+actor by colour in the wrist image, so background damage can change what they
+do - the non-privileged candidates a reconstruction study needs.
 """
 
 from bench.policies import baselines as _baselines  # noqa: F401 - registers baselines
 from bench.policies import expert as _expert  # noqa: F401 - registers experts
+from bench.policies import visual as _visual  # noqa: F401 - registers image-driven policies
 from bench.policies.base import POLICIES, Policy, make_policy
 
 __all__ = ["POLICIES", "Policy", "make_policy"]

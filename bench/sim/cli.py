@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--policy",
         default="expert",
         help="registered policy: expert, noisy-expert, noisy-expert-8mm, noisy-expert-12mm, "
-        "random, hold",
+        "visual-servo, visual-glance (need --obs-mode rgb), random, hold",
     )
     p.add_argument("--episodes", type=int, default=5, help="number of episodes (count)")
     p.add_argument(

@@ -51,6 +51,7 @@ def test_noise_variants_are_entries_and_weaker(small_scene):
 
 
 def test_registry_metadata():
+    assert POLICIES.entry("visual-servo").meta["privileged"] is False  # image-driven
     assert POLICIES.entry("expert").meta["privileged"] is True
     assert POLICIES.entry("random").meta["privileged"] is False
     with pytest.raises(ValueError, match="did you mean"):
