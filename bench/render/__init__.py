@@ -35,7 +35,7 @@ import numpy as np
 
 from bench.registry import Registry, lazy
 from bench.render.composite import composite
-from bench.render.output import RenderOutput, check_background
+from bench.render.output import RenderOutput, check_background, check_occluder
 from bench.render.reference import MAX_PAIRS
 from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
@@ -87,6 +87,7 @@ def render(
     sh_degree: int | None = None,
     fisheye_mode: str = "direct",
     cubemap_face_px: int | None = None,
+    occluder_depth: np.ndarray | None = None,
 ) -> RenderOutput:
     """Render ``splats`` (world frame) from ``camera``.
 
@@ -99,6 +100,11 @@ def render(
         fisheye_mode: ``"direct"`` or ``"cubemap"`` (ignored for pinhole cameras).
         cubemap_face_px: Cube face side in pixels (default: matches the fisheye's
             central resolution, 2 x focal length).
+        occluder_depth: Optional [H, W] depth in metres of an opaque surface (e.g. the
+            MuJoCo robot; inf or NaN = none), same convention as the output depth. Every
+            Gaussian at or behind it is dropped per pixel, so :func:`composite` is exact
+            (``cpu``, ``torch``, ``reference``; ``gsplat`` ignores it and :func:`composite`
+            falls back to the expected-depth rule, ``out.occluded`` tells which).
 
     Returns:
         :class:`RenderOutput` with rgb [H, W, 3], depth [H, W], alpha [H, W], valid [H, W].
@@ -108,8 +114,10 @@ def render(
     if fisheye_mode not in FISHEYE_MODES:
         raise ValueError(f"fisheye_mode {fisheye_mode!r} is unknown; use one of {FISHEYE_MODES}")
     bg = check_background(background)
+    occluder = check_occluder(occluder_depth, camera)
     name = resolve_backend(backend)
     fn = BACKENDS.get(name)
+    extra = {"occluder_depth": occluder} if occluder is not None and name != "gsplat" else {}
     if name == "gsplat" and backend == "auto" and camera.model == "fisheye":
         from bench.render.gsplat_backend import supports_direct
 
@@ -119,9 +127,9 @@ def render(
         from bench.render.fisheye import render_cubemap
 
         out = render_cubemap(fn, splats, camera, background=bg, sh_degree=sh_degree,
-                             face_px=cubemap_face_px)
+                             face_px=cubemap_face_px, **extra)
     else:
-        out = fn(splats, camera, background=bg, sh_degree=sh_degree)
+        out = fn(splats, camera, background=bg, sh_degree=sh_degree, **extra)
     return dataclasses.replace(out, background=bg)
 
 

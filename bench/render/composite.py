@@ -1,8 +1,8 @@
 """Depth compositing of a Gaussian render with a mesh render (robot, objects).
 
-Rule, per pixel, with ``d_g`` the Gaussians' expected depth
-(:attr:`RenderOutput.depth`, ``inf`` where alpha is 0) and ``d_m`` the mesh
-depth (``inf`` where no mesh):
+Default rule (the render has no occluder), per pixel, with ``d_g`` the
+Gaussians' expected depth (:attr:`RenderOutput.depth`, ``inf`` where alpha is 0)
+and ``d_m`` the mesh depth (``inf`` where no mesh):
 
 - no mesh (``d_m = inf``): the Gaussian render as is (over its background);
 - mesh nearer (``d_m <= d_g``): the mesh colour -- the mesh occludes the
@@ -10,14 +10,22 @@ depth (``inf`` where no mesh):
 - Gaussians nearer (``d_g < d_m``): ``C_g + (1 - alpha_g) * mesh_rgb`` -- the
   Gaussians, premultiplied, blended over the mesh behind them.
 
-This is the per-pixel, expected-depth rule: each pixel's Gaussians are
-treated as one surface at their alpha-weighted mean depth, so a pixel is never
-split between Gaussians in front of and behind the mesh. It is exact when a
-pixel's Gaussians lie on one side of the mesh (the common case: a robot in
-front of a reconstructed room) and approximate for semi-transparent Gaussians
-straddling the mesh. Depths must use the same convention: camera z for
-pinhole cameras (MuJoCo's depth buffer converted to metres), distance along
-the ray for fisheye cameras.
+This treats each pixel's Gaussians as one surface at their alpha-weighted mean
+depth, so a pixel is never split between Gaussians in front of and behind the
+mesh. It is exact when a pixel's Gaussians lie on one side of the mesh (the
+common case: a robot in front of a reconstructed room) and approximate for
+semi-transparent Gaussians straddling the mesh.
+
+Exact rule: render with ``render(..., occluder_depth=mesh_depth)``
+(``gs.occluded`` is then True): every Gaussian at or behind the mesh is dropped
+per pixel, and compositing is ``C_front + (1 - alpha_front) * mesh_rgb``
+wherever there is mesh -- a semi-transparent floater in front of the gripper
+stays visible and the wall behind it does not leak through. Pass the same
+``mesh_depth`` to both calls.
+
+Depths must use the render's convention: camera z for pinhole cameras
+(MuJoCo's depth buffer converted to metres), distance along the ray for
+fisheye cameras.
 """
 
 from __future__ import annotations
@@ -55,8 +63,11 @@ def composite(
         )
     mesh_depth = np.where(np.isnan(mesh_depth), np.inf, mesh_depth)
     has_mesh = np.isfinite(mesh_depth)
-    mesh_first = has_mesh & (mesh_depth <= gs.depth)
     over_mesh = gs.premultiplied_rgb() + (1.0 - gs.alpha)[..., None] * mesh_rgb
+    if gs.occluded:  # exact: only Gaussians in front of the mesh were rendered
+        mesh_first = np.zeros_like(has_mesh)
+    else:
+        mesh_first = has_mesh & (mesh_depth <= gs.depth)
     rgb = np.where(has_mesh[..., None], over_mesh, gs.rgb)
     rgb = np.where(mesh_first[..., None], mesh_rgb, rgb)
     rgb = rgb.astype(np.float32)

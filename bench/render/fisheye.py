@@ -56,6 +56,7 @@ def render_cubemap(
     background=(0.0, 0.0, 0.0),
     sh_degree: int | None = None,
     face_px: int | None = None,
+    occluder_depth: np.ndarray | None = None,  # [H, W] distance along the fisheye rays
 ) -> RenderOutput:
     """Render a fisheye ``camera`` by cube-map faces + Kannala-Brandt remap.
 
@@ -66,6 +67,9 @@ def render_cubemap(
         background: (r, g, b) in [0, 1].
         sh_degree: Active SH degree (None = stored).
         face_px: Face side in pixels (without margin); default :func:`default_face_px`.
+        occluder_depth: Optional [H, W] occluder distance per fisheye pixel; it is
+            resampled (nearest fisheye pixel) onto each face as z-depth and passed to
+            ``render_pinhole``.
     """
     if camera.model != "fisheye":
         raise ValueError("render_cubemap needs a fisheye camera; render pinhole cameras directly")
@@ -90,7 +94,11 @@ def render_cubemap(
         pose[:3, :3] = camera.world_from_camera[:3, :3] @ rot
         face_cam = Camera("pinhole", size, size, n / 2.0, n / 2.0, size / 2.0, size / 2.0, pose,
                           name=f"{camera.name}:{name}")
-        out = render_pinhole(splats, face_cam, background=(0.0, 0.0, 0.0), sh_degree=sh_degree)
+        extra = {}
+        if occluder_depth is not None:
+            extra["occluder_depth"] = _face_occluder(camera, face_cam, rot, occluder_depth)
+        out = render_pinhole(splats, face_cam, background=(0.0, 0.0, 0.0), sh_degree=sh_degree,
+                             **extra)
         d = rays[sel] @ rot  # ray in face coordinates, d[:, 2] = cos to the face axis
         u = face_cam.fx * d[:, 0] / d[:, 2] + face_cam.cx
         v = face_cam.fy * d[:, 1] / d[:, 2] + face_cam.cy
@@ -109,7 +117,19 @@ def render_cubemap(
     alpha[~valid] = 0.0
     depth[~valid] = np.inf
     return RenderOutput(rgb.astype(np.float32), depth.astype(np.float32), alpha.astype(np.float32),
-                        valid)
+                        valid, occluded=occluder_depth is not None)
+
+
+def _face_occluder(camera: Camera, face_cam: Camera, rot: np.ndarray,
+                   occluder_depth: np.ndarray) -> np.ndarray:  # [S, S] face z-depth
+    """Occluder distances of the fisheye pixels seen by each face pixel, as face z-depth."""
+    rays_face, _ = face_cam.pixel_rays()  # unit rays in face coordinates
+    uv, ok = camera.project(rays_face.reshape(-1, 3) @ rot.T)
+    h, w = occluder_depth.shape
+    col = np.clip(np.floor(np.nan_to_num(uv[:, 0])).astype(np.int64), 0, w - 1)
+    row = np.clip(np.floor(np.nan_to_num(uv[:, 1])).astype(np.int64), 0, h - 1)
+    dist = np.where(ok, occluder_depth[row, col], np.inf)
+    return (dist * rays_face.reshape(-1, 3)[:, 2]).reshape(face_cam.height, face_cam.width)
 
 
 def _bilinear(image: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -23,6 +23,8 @@ class RenderOutput:
         valid: [H, W] bool, False for fisheye pixels outside the lens' image circle.
         background: The (r, g, b) blended behind the Gaussians (set by
             :func:`bench.render.render`; :func:`bench.render.composite` needs it).
+        occluded: True when rendered with ``occluder_depth`` (Gaussians at or behind
+            the occluder were dropped per pixel), so compositing is exact.
     """
 
     rgb: np.ndarray  # [H, W, 3]
@@ -30,6 +32,7 @@ class RenderOutput:
     alpha: np.ndarray  # [H, W]
     valid: np.ndarray  # [H, W]
     background: tuple[float, float, float] | None = None
+    occluded: bool = False
 
     def premultiplied_rgb(self) -> np.ndarray:  # [H, W, 3]
         """Colour of the Gaussians alone, ``sum_i w_i c_i`` (background removed)."""
@@ -39,7 +42,8 @@ class RenderOutput:
         return self.rgb - (1.0 - self.alpha)[..., None] * np.asarray(self.background, np.float32)
 
     @staticmethod
-    def empty(camera: Camera, background=(0.0, 0.0, 0.0)) -> RenderOutput:
+    def empty(camera: Camera, background=(0.0, 0.0, 0.0), *,
+              occluded: bool = False) -> RenderOutput:
         """The image of no Gaussians: background, alpha 0, depth inf."""
         h, w = camera.height, camera.width
         if camera.model == "fisheye":
@@ -48,7 +52,7 @@ class RenderOutput:
             valid = np.ones((h, w), bool)
         rgb = np.broadcast_to(np.asarray(background, np.float32), (h, w, 3)).copy()
         return RenderOutput(rgb, np.full((h, w), np.inf, np.float32), np.zeros((h, w), np.float32),
-                            valid)
+                            valid, occluded=occluded)
 
 
 def resolve_sh_degree(stored_degree: int, sh_degree: int | None) -> int:
@@ -69,3 +73,16 @@ def check_background(background) -> tuple[float, float, float]:
     if len(bg) != 3 or not all(0.0 <= b <= 1.0 for b in bg):
         raise ValueError(f"background {background!r} must be three values (r, g, b) in [0, 1]")
     return bg  # type: ignore[return-value]
+
+
+def check_occluder(occluder_depth, camera: Camera) -> np.ndarray | None:
+    """Validate an [H, W] occluder depth map (metres); NaN means no occluder (inf)."""
+    if occluder_depth is None:
+        return None
+    occ = np.asarray(occluder_depth, np.float32)
+    if occ.shape != (camera.height, camera.width):
+        raise ValueError(
+            f"occluder_depth has shape {occ.shape}, expected ({camera.height}, {camera.width}); "
+            "render the mesh depth with the same camera"
+        )
+    return np.where(np.isnan(occ), np.inf, occ).astype(np.float32)

@@ -29,9 +29,13 @@ def render_reference(
     *,
     background=(0.0, 0.0, 0.0),
     sh_degree: int | None = None,
+    occluder_depth: np.ndarray | None = None,  # [H, W]
     tile_size: int = K.TILE_SIZE,
 ) -> RenderOutput:
-    """Dense float64 rendering of ``splats`` from ``camera`` (fisheye = direct model)."""
+    """Dense float64 rendering of ``splats`` from ``camera`` (fisheye = direct model).
+
+    With ``occluder_depth``, Gaussians at or behind it are dropped per pixel.
+    """
     import torch
 
     from bench.render import torch_raster as tr
@@ -57,6 +61,8 @@ def render_reference(
     colors = tr.gaussian_colors(t["means"][order], t["sh_dc"][order], rest, camera, degree)
     rect = tr.tile_ranges(xy, proj.radii[order], width, height, tile_size)
 
+    occ = None if occluder_depth is None else torch.as_tensor(
+        np.asarray(occluder_depth, np.float64).reshape(-1))
     jj, ii = np.meshgrid(np.arange(width), np.arange(height))
     pix = torch.as_tensor(np.stack([jj.ravel(), ii.ravel()], 1))  # [P, 2] integer (x, y)
     col_out, dep_out, tr_out = [], [], []
@@ -67,7 +73,10 @@ def render_reference(
         dx = xy[:, 0][None] - (p[:, 0:1].to(torch.float64) + 0.5)
         dy = xy[:, 1][None] - (p[:, 1:2].to(torch.float64) + 0.5)
         power = 0.5 * (conic[:, 0] * dx * dx + conic[:, 2] * dy * dy) + conic[:, 1] * dx * dy
-        alpha = torch.where((power >= 0) & in_tiles, opac * torch.exp(-power.clamp_min(0)), 0.0)
+        keep = (power >= 0) & in_tiles
+        if occ is not None:  # depth-sorted, so dropping these = stopping at the occluder
+            keep &= depths[None, :] < occ[start : start + _PIXEL_CHUNK, None]
+        alpha = torch.where(keep, opac * torch.exp(-power.clamp_min(0)), 0.0)
         c, d, tt = tr.blend(alpha, colors, depths)
         col_out.append(c)
         dep_out.append(d)
@@ -85,4 +94,4 @@ def render_reference(
     with np.errstate(divide="ignore", invalid="ignore"):
         depth = np.where(alpha_img > 0, depth_acc / alpha_img, math.inf)
     return RenderOutput(rgb.astype(np.float32), depth.astype(np.float32),
-                        alpha_img.astype(np.float32), valid)
+                        alpha_img.astype(np.float32), valid, occluded=occ is not None)

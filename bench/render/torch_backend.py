@@ -16,6 +16,7 @@ def render_torch(
     *,
     background=(0.0, 0.0, 0.0),
     sh_degree: int | None = None,
+    occluder_depth: np.ndarray | None = None,  # [H, W]
     tile_size: int = K.TILE_SIZE,
 ) -> RenderOutput:
     """Render without gradients through the pure-torch tile rasterizer (float32)."""
@@ -24,12 +25,15 @@ def render_torch(
     from bench.render.torch_raster import rasterize
 
     if splats.num == 0:
-        return RenderOutput.empty(camera, background)
+        return RenderOutput.empty(camera, background, occluded=occluder_depth is not None)
     arrays = [torch.as_tensor(np.asarray(getattr(splats, n), np.float32))
               for n in ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")]
     with torch.no_grad():
+        occ = None if occluder_depth is None else torch.as_tensor(
+            np.asarray(occluder_depth, np.float32))
         out = rasterize(*arrays, camera, background=background, sh_degree=sh_degree,
-                        tile_size=tile_size)
+                        tile_size=tile_size, occluder_depth=occ)
     valid = camera.pixel_rays()[1].copy() if camera.model == "fisheye" else np.ones(
         (camera.height, camera.width), bool)
-    return RenderOutput(out.rgb.numpy(), out.depth.numpy(), out.alpha.numpy(), valid)
+    return RenderOutput(out.rgb.numpy(), out.depth.numpy(), out.alpha.numpy(), valid,
+                        occluded=occluder_depth is not None)

@@ -294,12 +294,15 @@ def rasterize(
     background: Sequence[float] | torch.Tensor = (0.0, 0.0, 0.0),
     sh_degree: int | None = None,
     tile_size: int = K.TILE_SIZE,
+    occluder_depth: torch.Tensor | None = None,  # [H, W]
 ) -> RasterOutput:
     """Render one camera with autograd (see the module docstring for outputs).
 
     Fisheye cameras are rendered with the direct model (per-Gaussian
     Kannala-Brandt projection and Jacobian); pixels outside the fisheye's
-    valid circle are left at ``background`` with alpha 0.
+    valid circle are left at ``background`` with alpha 0. With
+    ``occluder_depth`` (metres, inf = none) every Gaussian at or behind it is
+    dropped per pixel.
     """
     dtype, device = means.dtype, means.device
     width, height = camera.width, camera.height
@@ -333,6 +336,8 @@ def rasterize(
     rank_sorted = rank[perm]
     bounds = torch.cumsum(torch.bincount(tile_id, minlength=tiles_x * tiles_y), 0).tolist()
 
+    occ = None if occluder_depth is None else torch.as_tensor(
+        occluder_depth, dtype=dtype, device=device)
     rgb = torch.zeros(height, width, 3, dtype=dtype, device=device)
     depth = torch.zeros(height, width, dtype=dtype, device=device)
     trans = torch.ones(height, width, dtype=dtype, device=device)
@@ -356,7 +361,10 @@ def rasterize(
         dy = xy[ids, 1][None, :] - py.reshape(-1, 1)
         c = conic[ids]
         power = 0.5 * (c[:, 0] * dx * dx + c[:, 2] * dy * dy) + c[:, 1] * dx * dy
-        alpha = torch.where(power >= 0, opac[ids] * torch.exp(-power.clamp_min(0)), 0.0)
+        keep = power >= 0
+        if occ is not None:  # depth-sorted, so dropping these = stopping at the occluder
+            keep = keep & (depth_g[ids][None, :] < occ[y0:y1, x0:x1].reshape(-1, 1))
+        alpha = torch.where(keep, opac[ids] * torch.exp(-power.clamp_min(0)), 0.0)
         col, dep, tr = blend(alpha, colors[ids], depth_g[ids])
         rgb[y0:y1, x0:x1] = col.reshape(y1 - y0, x1 - x0, 3)
         depth[y0:y1, x0:x1] = dep.reshape(y1 - y0, x1 - x0)

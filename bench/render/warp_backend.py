@@ -10,9 +10,10 @@ Pipeline per frame (the forward model is in :mod:`bench.render.constants`):
    counting sort of (tile, Gaussian) pairs by tile, stable so each tile's list
    stays in depth order, and packs per-Gaussian data contiguously in depth order.
 4. ``_raster_kernel`` (one thread per tile): walks the tile's Gaussians front
-   to back; for each Gaussian visits only the tile pixels inside its
-   ``alpha >= ALPHA_MIN`` bounding box; a tile stops once every pixel is done;
-   writes rgb, depth, alpha.
+   to back; for each Gaussian and tile row it solves the quadratic
+   ``power = ln(opacity / ALPHA_MIN)`` for the x-span where ``alpha >= ALPHA_MIN``
+   and visits only those pixels (rows whose pixels are all done are skipped, and a
+   tile stops once every pixel is done); writes rgb, depth, alpha.
 
 Per-splats device arrays (means, covariances, opacities, SH) are uploaded
 once and cached on the :class:`GaussianSplats` object identity (a weak
@@ -36,7 +37,7 @@ from bench.scene.gaussians import GaussianSplats
 if wp.config.log_level == wp.LOG_INFO:  # Warp's default: silence the init banner and the
     wp.config.log_level = wp.LOG_ERROR  # "no CUDA driver" notice on CPU-only machines
 DEVICE = "cpu"
-wp.set_module_options({"enable_backward": False})
+wp.set_module_options({"enable_backward": False})  # forward only: faster first compile
 
 # Constants of bench.render.constants as Warp compile-time constants.
 _C0 = wp.constant(K.SH_C0)
@@ -286,6 +287,8 @@ def _raster_kernel(
     tiles_x: int,
     background: wp.vec3,
     valid: wp.array(dtype=wp.int32),  # [H * W] 1 = pixel inside the lens image
+    occluder: wp.array(dtype=float),  # [H * W] depth of an opaque surface (inf = none)
+    use_occluder: int,
     acc: wp.array(dtype=wp.vec4),  # [H * W] scratch: accumulated (r, g, b, depth)
     trans: wp.array(dtype=float),
     row_left: wp.array(dtype=wp.int32),  # [H * tiles_x]
@@ -356,6 +359,12 @@ def _raster_kernel(
                 t = trans[i]
                 if t < 0.0:
                     continue
+                if use_occluder != 0:
+                    if cd[3] >= occluder[i]:  # this and all later Gaussians are hidden
+                        trans[i] = -t
+                        row_left[row] -= 1
+                        remaining -= 1
+                        continue
                 dx = m[0] - (float(px) + 0.5)
                 power = 0.5 * (q[0] * dx * dx + q[2] * dy * dy) + q[1] * dx * dy
                 if power < 0.0:
@@ -454,6 +463,7 @@ class _ImageBuffers:
         self.valid_key: object = None  # None = all pixels valid (pinhole)
         self.valid = wp.full(p, 1, dtype=wp.int32, device=DEVICE)
         self.valid_np = np.ones((height, width), bool)
+        self.occluder = wp.full(p, np.inf, dtype=float, device=DEVICE)
 
 
 _CACHE: weakref.WeakKeyDictionary[GaussianSplats, _SplatArrays] = weakref.WeakKeyDictionary()
@@ -500,13 +510,18 @@ def render_cpu(
     *,
     background: tuple[float, float, float] = (0.0, 0.0, 0.0),
     sh_degree: int | None = None,
+    occluder_depth: np.ndarray | None = None,  # [H, W]
     tile_size: int = K.TILE_SIZE,
 ) -> RenderOutput:
-    """Render ``splats`` from ``camera`` with the Warp CPU kernels (fisheye = direct model)."""
+    """Render ``splats`` from ``camera`` with the Warp CPU kernels (fisheye = direct model).
+
+    ``occluder_depth`` (metres, same convention as the output depth, inf = none)
+    drops, per pixel, every Gaussian at or behind it (see :mod:`bench.render.composite`).
+    """
     degree = resolve_sh_degree(splats.sh_degree, sh_degree)
     width, height = camera.width, camera.height
     if splats.num == 0:
-        return RenderOutput.empty(camera, background)
+        return RenderOutput.empty(camera, background, occluded=occluder_depth is not None)
     arr = splat_arrays(splats)
     img = arr.image_buffers(width, height, tile_size)
     if camera.model == "fisheye":
@@ -541,6 +556,10 @@ def render_cpu(
     if total > arr.isect.shape[0]:
         arr.isect = wp.zeros(int(total * 1.5), dtype=wp.int32, device=DEVICE)
     num_tiles = img.tiles_x * img.tiles_y
+    use_occluder = int(occluder_depth is not None)
+    if use_occluder:
+        img.occluder.assign(np.ascontiguousarray(occluder_depth, np.float32).reshape(-1))
+    occluder = img.occluder
     wp.launch(
         _bin_kernel, dim=1, device=DEVICE,
         inputs=[
@@ -554,8 +573,8 @@ def render_cpu(
         inputs=[
             img.tile_start, arr.isect, arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth,
             arr.s_color, arr.s_opacity, width, height, tile_size, img.tiles_x,
-            wp.vec3(*(float(b) for b in background)), img.valid, img.acc, img.trans, img.row_left,
-            img.rgb, img.depth, img.alpha,
+            wp.vec3(*(float(b) for b in background)), img.valid, occluder, use_occluder,
+            img.acc, img.trans, img.row_left, img.rgb, img.depth, img.alpha,
         ],
     )
     return RenderOutput(
@@ -563,4 +582,5 @@ def render_cpu(
         depth=img.depth.numpy().reshape(height, width).copy(),
         alpha=img.alpha.numpy().reshape(height, width).copy(),
         valid=img.valid_np.copy(),
+        occluded=bool(use_occluder),
     )
