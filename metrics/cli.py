@@ -4,7 +4,7 @@ Forms::
 
     bench score --scene SCENE_DIR --views test --gt CAPTURED_DIR --out scores.csv
     bench score --scene SCENE_DIR --views obs-probe [--clean CLEAN_SCENE_DIR] --out scores.csv
-    bench score --views obs-policy --frames FRAMES_DIR --out scores.csv
+    bench score --views obs-policy --frames FRAMES_DIR|ROLLOUT_DIR --out scores.csv
     bench score --pred RENDERS_DIR --gt CAPTURED_DIR --out scores.csv
 
 Writes ``scores.csv`` (long format: scene, variant, view_protocol, metric, frame,
@@ -41,7 +41,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="folder of captured/reference images (8-bit PNG/JPG), aligned with the "
                    "test cameras by camera name or order, or with --pred by file name")
     p.add_argument("--pred", type=Path, help="folder of rendered images to score against --gt")
-    p.add_argument("--frames", type=Path, help="obs-policy: folder of recorded frames (in order)")
+    p.add_argument("--frames", type=Path,
+                   help="obs-policy: folder of recorded frames (one episode, file order), a "
+                   "GIF/MP4, or a `bench rollout --video` output folder (one sequence per "
+                   "videos/episode_XXXX)")
     p.add_argument("--clean", type=Path,
                    help="clean scene bundle: also score it on the same views and report "
                    "dQ = Q_variant - Q_clean in the summary")
@@ -121,14 +124,22 @@ def _csv_bytes(header, rows) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def _folder_digest(folder: Path) -> dict:
-    """Image count and one sha256 over (file name, file sha256) of every image in a folder."""
+def _folder_digest(source: Path) -> dict:
+    """File count and one sha256 over (relative name, sha256) of the image/video inputs."""
     from bench.provenance import sha256_bytes, sha256_file
-    from metrics.images import list_images
+    from metrics.images import IMAGE_SUFFIXES, natural_key
+    from metrics.views import VIDEO_SUFFIXES
 
-    files = list_images(folder)
-    listing = "".join(f"{p.name}\t{sha256_file(p)}\n" for p in files)
-    return {"images": len(files), "sha256": sha256_bytes(listing.encode("utf-8"))}
+    suffixes = IMAGE_SUFFIXES + VIDEO_SUFFIXES
+    if source.is_file():
+        files, base = [source], source.parent
+    else:
+        base = source
+        files = [p for folder in (source, source / "videos") if folder.is_dir()
+                 for p in folder.iterdir() if p.is_file() and p.suffix.lower() in suffixes]
+    files.sort(key=lambda p: natural_key(str(p.relative_to(base))))
+    listing = "".join(f"{p.relative_to(base)}\t{sha256_file(p)}\n" for p in files)
+    return {"files": len(files), "sha256": sha256_bytes(listing.encode("utf-8"))}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -174,9 +185,8 @@ def run(args: argparse.Namespace) -> int:
         views = V.folder_views(args.pred, protocol="images", gt_dir=args.gt,
                                variant=args.variant or "")
     elif protocol == "obs-policy":
-        views = V.folder_views(args.frames, protocol="obs-policy",
-                               scene=args.scene.name if args.scene else "",
-                               variant=args.variant or "")
+        episodes = V.policy_views(args.frames, scene=args.scene.name if args.scene else "",
+                                  variant=args.variant or "")
     else:
         from bench.scene.bundle import load_scene
 
@@ -195,11 +205,16 @@ def run(args: argparse.Namespace) -> int:
             views = V.obs_probe_views(bundle, variant=args.variant, **common)
             if clean is not None:
                 clean_views = V.obs_probe_views(clean, variant="clean", **common)
-    V.validate_views_for_scoring(views)
+    if protocol != "obs-policy":
+        episodes = [views]
+    for view_set in episodes:
+        V.validate_views_for_scoring(view_set)
 
     scorers = [get_scorer(n, device=args.device) for n in names]
-    rows = V.score_views(views, scorers, progress=progress)
-    summary = V.summarize(rows, n_frames=len(views.frames))
+    rows = [row for view_set in episodes
+            for row in V.score_views(view_set, scorers, progress=progress)]
+    n_frames = sum(len(view_set.frames) for view_set in episodes)
+    summary = V.summarize(rows, n_frames=n_frames)
     if clean_views is not None:
         clean_rows = V.score_views(clean_views, scorers, progress=progress)
         summary = V.attach_delta(summary, V.paired_delta(rows, clean_rows))
@@ -229,7 +244,8 @@ def run(args: argparse.Namespace) -> int:
     manifest = make_manifest(
         tool="score/1", params=params, seed=None, inputs=inputs,
         outputs={"scores": out_csv, "summary": out_summary},
-        counts={"frames": len(views.frames), "rows": len(rows), "metrics": len(names)},
+        counts={"frames": n_frames, "sequences": len(episodes), "rows": len(rows),
+                "metrics": len(names)},
         extra=extra,
     )
     atomic_write_json(out_manifest, manifest)

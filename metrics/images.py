@@ -83,7 +83,8 @@ def quantize_8bit(images: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(np.asarray(images, dtype=np.float64) * 255.0), 0, 255).astype(np.uint8)
 
 
-def _natural_key(name: str) -> list[object]:
+def natural_key(name: str) -> list[object]:
+    """Sort key that orders embedded numbers numerically (frame_2 before frame_10)."""
     return [int(tok) if tok.isdigit() else tok.lower() for tok in re.split(r"(\d+)", name)]
 
 
@@ -102,7 +103,7 @@ def list_images(folder: str | os.PathLike) -> list[Path]:
             f"image folder {folder} contains no images ({', '.join(IMAGE_SUFFIXES)}); "
             "point it at the folder that holds the frames"
         )
-    return sorted(files, key=lambda p: _natural_key(p.name))
+    return sorted(files, key=lambda p: natural_key(p.name))
 
 
 def read_image(path: str | os.PathLike) -> np.ndarray:

@@ -6,7 +6,9 @@
 * **OBS-Probe** (``"obs-probe"``): one fixed camera trajectory (role
   ``obs_probe``) rendered in every scene variant: no-reference scores only.
 * **OBS-Policy** (``"obs-policy"``): frames recorded during policy rollouts,
-  read from a folder in natural file order: no-reference scores only.
+  read from a folder in natural file order, or from episode videos (``bench
+  rollout --video`` writes ``videos/episode_XXXX.gif``; each episode is one
+  sequence): no-reference scores only.
 * **Images** (``"images"``): two plain image folders (``bench score --pred --gt``).
 
 Per-frame values are kept (long format: scene, variant, view_protocol,
@@ -36,6 +38,7 @@ from metrics.images import as_image_batch, list_images, read_folder, read_image
 PROTOCOLS = ("test", "obs-probe", "obs-policy", "images")
 CAMERA_ROLES = {"test": "test", "obs-probe": "obs_probe"}
 SEQUENCE_FRAME = "(sequence)"
+VIDEO_SUFFIXES = (".gif", ".mp4")
 LONG_COLUMNS = ("scene", "variant", "view_protocol", "metric", "frame", "value")
 
 
@@ -50,6 +53,8 @@ class ViewSet:
         frame_names: One name per frame (camera name or file name), in sequence order.
         frames: ``[N, H, W, 3]`` rendered / recorded frames (uint8 or float in [0, 1]).
         references: ``[N, H, W, 3]`` aligned captured images, or None (no-reference only).
+        sequence: Label of this ordered sequence when a protocol has several (one per
+            rollout episode); prefixes the per-sequence row's frame name.
     """
 
     protocol: str
@@ -58,6 +63,7 @@ class ViewSet:
     frame_names: tuple[str, ...]
     frames: np.ndarray
     references: np.ndarray | None = None
+    sequence: str = ""
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -278,6 +284,67 @@ def folder_views(
     return ViewSet(protocol, label, variant or label, tuple(names), frames, refs)
 
 
+def read_video(path: str | os.PathLike) -> np.ndarray:  # -> [T, H, W, 3] uint8
+    """All frames of a GIF/MP4 (e.g. ``bench rollout --video`` output) as uint8 RGB."""
+    import imageio.v3 as iio
+
+    try:
+        frames = np.asarray(iio.imread(path, index=None))
+    except Exception as exc:  # imageio raises plugin-specific types
+        message = f"cannot read video {path}: {exc}; for mp4 install imageio-ffmpeg"
+        raise BenchError(message) from exc
+    if frames.ndim == 3:  # a single-frame file
+        frames = frames[None]
+    if frames.ndim != 4 or frames.shape[-1] not in (3, 4) or frames.dtype != np.uint8:
+        raise BenchError(
+            f"{path}: expected 8-bit RGB video frames, got {frames.shape} {frames.dtype}"
+        )
+    if len(frames) == 0:
+        raise BenchError(f"video {path} has no frames")
+    return np.ascontiguousarray(frames[..., :3])
+
+
+def _video_files(folder: Path) -> list[Path]:
+    from metrics.images import natural_key
+
+    files = [p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES]
+    return sorted(files, key=lambda p: natural_key(p.name))
+
+
+def policy_views(source: str | os.PathLike, *, scene: str = "", variant: str = "") -> list[ViewSet]:
+    """OBS-Policy view sets: one per recorded episode.
+
+    Args:
+        source: A folder of frames (one episode, natural file order), one GIF/MP4, or a
+            folder of episode videos, e.g. a ``bench rollout --video`` output directory
+            (its ``videos/episode_XXXX.gif``).
+        scene: Scene label for the rows (default: the source's name).
+        variant: Variant label (default: the scene label).
+
+    Returns:
+        One :class:`ViewSet` per episode; frame names are ``<episode>/<index>``.
+    """
+    path = Path(source)
+    label = scene or path.name
+    if path.is_file() and path.suffix.lower() in VIDEO_SUFFIXES:
+        videos = [path]
+    elif path.is_dir():
+        videos = _video_files(path) or (
+            _video_files(path / "videos") if (path / "videos").is_dir() else []
+        )
+    else:
+        raise BenchError(f"{path} is neither a frames folder nor a GIF/MP4 video")
+    if not videos:
+        return [folder_views(path, protocol="obs-policy", scene=label, variant=variant)]
+    sets = []
+    for video in videos:
+        frames = read_video(video)
+        names = tuple(f"{video.stem}/{i:05d}" for i in range(len(frames)))
+        sets.append(ViewSet("obs-policy", label, variant or label, names, frames,
+                            sequence=video.stem))
+    return sets
+
+
 # --------------------------------------------------------------------------- scoring
 
 
@@ -306,8 +373,9 @@ def score_views(
         bar.set_postfix_str(info.name)
         if info.unit == "sequence":
             value = float(scorer(views.frames)[0])
+            frame = f"{views.sequence}/{SEQUENCE_FRAME}" if views.sequence else SEQUENCE_FRAME
             rows.append(ScoreRow(views.scene, views.variant, views.protocol, info.name,
-                                 SEQUENCE_FRAME, value))
+                                 frame, value))
             bar.update(1)
             continue
         for start in range(0, n, batch_frames):

@@ -102,7 +102,7 @@ def test_cli_test_views_with_clean_pairing(scenes, tmp_path):
     manifest = json.loads((tmp_path / "scores.manifest.json").read_text())
     assert manifest["tool"] == "score/1" and manifest["counts"]["frames"] == 8
     assert set(manifest["outputs"]) == {"scores", "summary"}
-    assert manifest["image_folders"]["gt"]["images"] == 8
+    assert manifest["image_folders"]["gt"]["files"] == 8
     assert set(manifest["inputs"]) == {"scene_background", "clean_background"}
 
 
@@ -177,3 +177,31 @@ def test_cli_list_metrics(capsys):
     assert main(["score", "--list-metrics"]) == 0
     listing = capsys.readouterr().out
     assert "lpips     FR    lower" in listing and "nvs-sqa   NR    higher  sequence" in listing
+
+
+def test_cli_obs_policy_rollout_videos(tmp_path, nvs_sqa_scorer):
+    import imageio.v3 as iio
+
+    # the layout `bench rollout --video` writes: <out>/videos/episode_XXXX.gif
+    videos = tmp_path / "rollout" / "videos"
+    videos.mkdir(parents=True)
+    rng = np.random.default_rng(4)
+    for episode in range(2):
+        # 6 levels per channel = 216 colours: exactly representable in a GIF palette
+        frames = (rng.integers(0, 6, (3, 72, 80, 3)) * 51).astype(np.uint8)
+        iio.imwrite(videos / f"episode_{episode:04d}.gif", frames, duration=100, loop=0)
+        assert np.array_equal(V.read_video(videos / f"episode_{episode:04d}.gif"), frames)
+    sets = V.policy_views(tmp_path / "rollout")
+    assert [s.sequence for s in sets] == ["episode_0000", "episode_0001"]
+    assert sets[1].frame_names[2] == "episode_0001/00002"
+    out = tmp_path / "policy.csv"
+    assert main(["score", "--views", "obs-policy", "--frames", str(tmp_path / "rollout"),
+                 "--out", str(out), "--no-progress"]) == 0
+    rows = read_csv(out)
+    assert [r["frame"] for r in rows] == ["episode_0000/(sequence)", "episode_0001/(sequence)"]
+    for row, view_set in zip(rows, sets, strict=True):
+        # golden: the scorer called directly on the decoded episode
+        assert float(row["value"]) == nvs_sqa_scorer(view_set.frames)[0]
+    (summary,) = read_csv(tmp_path / "policy.summary.csv")
+    assert summary["n_frames"] == "6"
+    assert float(summary["mean"]) == pytest.approx(np.mean([float(r["value"]) for r in rows]))
