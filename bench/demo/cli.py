@@ -1,21 +1,37 @@
-"""``bench demo``: run the bench end to end on generated data (stdlib imports only here)."""
+"""``bench demo``: run the whole study end to end on generated data (stdlib imports only here)."""
 
 from __future__ import annotations
 
 import argparse
 
+QUICK = {"tasks": ("cup",), "trials": 1, "real_trials": 1, "n_gaussians": 5000,
+         "max_frames": 150, "metrics": ("psnr", "ssim")}
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench demo``."""
     p = subparsers.add_parser(
-        "demo", help="run the main job end to end on a generated sample scene",
-        description="Generate the sample room, apply every perturbation preset, write scene "
-        "bundles + manifests and a summary table under --out.")
+        "demo", help="run the main job: the whole study end to end on three generated scenes",
+        description="Generate three sample rooms, apply every artifact preset, score quality, "
+        "run paired rollouts of two vision-based policies per task, and write ranking, "
+        "transition and reliability tables (CSV + Markdown), figures (PNG + PDF) and the "
+        "regenerated YUBI tables under --out.")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of the scene and every editor [default 0]")
-    p.add_argument("--gaussians", type=int, default=40000,
-                   help="background Gaussians of the sample room (count) [default 40000]")
+                   help="seed of every editor and of the capture noise [default 0]")
+    p.add_argument("--gaussians", type=int, default=None,
+                   help="background Gaussians per sample room (count) [default 20000; "
+                   "--quick 5000]")
+    p.add_argument("--trials", type=int, default=None,
+                   help="simulated rollouts per scene/condition/task/policy cell (count) "
+                   "[default 2; --quick 1]")
+    p.add_argument("--real-trials", type=int, default=None,
+                   help="'real'-domain rollouts per scene/task/policy (count) "
+                   "[default 4; --quick 1]")
+    p.add_argument("--tasks", default=None,
+                   help="comma-separated tasks (cup, tape, pen) [default all three; --quick cup]")
+    p.add_argument("--quick", action="store_true",
+                   help="smallest useful run: Cup only, 1 trial, 5000 Gaussians, PSNR + SSIM")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=run)
 
@@ -26,8 +42,22 @@ def run(args: argparse.Namespace) -> int:
     from bench.demo.run import DemoConfig, run_demo
     from bench.errors import BenchError
 
-    if args.gaussians < 100:
-        raise BenchError(f"--gaussians must be >= 100, got {args.gaussians}")
-    run_demo(DemoConfig(out=Path(args.out), seed=args.seed, n_gaussians=args.gaussians,
-                        overwrite=args.overwrite))
+    options = dict(QUICK) if args.quick else {}
+    if args.gaussians is not None:
+        if args.gaussians < 100:
+            raise BenchError(f"--gaussians must be >= 100, got {args.gaussians}")
+        options["n_gaussians"] = args.gaussians
+    for name in ("trials", "real_trials"):
+        value = getattr(args, name)
+        if value is not None:
+            if value < 1:
+                raise BenchError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+            options[name] = value
+    if args.tasks is not None:
+        tasks = tuple(t.strip().lower() for t in args.tasks.split(",") if t.strip())
+        bad = sorted(set(tasks) - {"cup", "tape", "pen"})
+        if not tasks or bad:
+            raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
+        options["tasks"] = tasks
+    run_demo(DemoConfig(out=Path(args.out), seed=args.seed, overwrite=args.overwrite, **options))
     return 0

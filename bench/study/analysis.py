@@ -1,0 +1,208 @@
+"""Verdicts of a study from its results store: rates, ranking agreement, transitions, reliability.
+
+Everything here is recomputed from the stored rows with :mod:`protocols`:
+
+* ``success_rates`` - per (scene, task, condition, domain, policy): k / n with a
+  95% Wilson interval;
+* ``ranking`` - per condition: pairwise ranking agreement with the "real"
+  domain (correct / eligible, reversals, simulated and real ties) and MAE in
+  percentage points;
+* ``transitions`` - per counterfactual condition vs clean: Fisher significance
+  lost / gained, reversed, newly tied, agreement, corrected;
+* ``quality`` - per (scene, condition, view protocol, metric): mean over frames
+  and the paired change vs clean;
+* ``reliability`` - the scene-held-out threshold classifier (YUBI Eq. 8) for
+  every (view protocol, metric) as a method, per task and All-three, plus the
+  always-reliable baseline (needs >= 2 scenes); comparisons whose real
+  outcome is a tie are unrankable and left out;
+* figures ``ranking_<condition>.png/.pdf`` - real vs simulated success per
+  scene and task (Wilson bars), clean rates as red ticks.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.study.spec import CLEAN, StudySpec
+from bench.study.store import ResultsStore
+from protocols.figures import ranking_figure
+from protocols.metric_directions import is_lower_better
+from protocols.ranking import REAL_TIE, PolicyPair, mae, rank_agreement
+from protocols.reliability import (
+    ALL_THREE,
+    all_tasks_label,
+    evaluate_methods,
+    reliability_label,
+)
+from protocols.stats import wilson_interval
+from protocols.tablefmt import write_table
+from protocols.transitions import condition_transitions
+
+Counts = dict[tuple[str, str, str, str, str], tuple[int, int]]
+
+
+def success_counts(store: ResultsStore, study: str) -> Counts:
+    """(scene, condition, task, policy, domain) -> (successes, trials)."""
+    counts: dict[tuple[str, str, str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for row in store.rollouts(study):
+        cell = counts[(row.scene, row.condition, row.task, row.policy, row.domain)]
+        cell[0] += int(row.success)
+        cell[1] += 1
+    return {k: (v[0], v[1]) for k, v in counts.items()}
+
+
+def condition_pairs(spec: StudySpec, counts: Counts, condition: str
+                    ) -> dict[tuple[str, str], PolicyPair]:
+    """(scene, task) -> pi_1 vs pi_2 with real counts and the condition's sim counts."""
+    pairs = {}
+    for scene in spec.scene_names:
+        for task in spec.tasks:
+            p1, p2 = spec.policies[task]
+            real1 = counts[(scene, CLEAN, task, p1, "real")]
+            real2 = counts[(scene, CLEAN, task, p2, "real")]
+            sim1 = counts[(scene, condition, task, p1, "sim")]
+            sim2 = counts[(scene, condition, task, p2, "sim")]
+            pairs[(scene, task)] = PolicyPair(f"{scene}/{task}", *real1, *real2, *sim1, *sim2)
+    return pairs
+
+
+def _rates_table(spec: StudySpec, counts: Counts, out: Path) -> list[Path]:
+    rows = []
+    for scene in spec.scene_names:
+        for task in spec.tasks:
+            cells = [(CLEAN, "real")] + [(c, "sim") for c in spec.all_conditions]
+            for cond, domain in cells:
+                for role, policy in zip(("pi_1", "pi_2"), spec.policies[task], strict=True):
+                    k, n = counts[(scene, cond, task, policy, domain)]
+                    ci = wilson_interval(k, n)
+                    rows.append([scene, task, cond, domain, role, policy, k, n, k / n, ci.low,
+                                 ci.high])
+    header = ["scene", "task", "condition", "domain", "role", "policy", "successes", "trials",
+              "rate", "wilson_low", "wilson_high"]
+    return write_table(out, "success_rates", header, rows,
+                       title="Success rates (95% Wilson intervals)")
+
+
+def _ranking_table(spec: StudySpec, by_condition: dict[str, dict], out: Path
+                   ) -> tuple[list[Path], list[dict[str, Any]]]:
+    rows, summary = [], []
+    for cond, pairs in by_condition.items():
+        agreement = rank_agreement(pairs.values())
+        error = mae(pairs.values())
+        rows.append([cond, agreement.correct, agreement.eligible, agreement.reversed,
+                     agreement.sim_ties, agreement.real_ties, agreement.accuracy, error])
+        summary.append({"condition": cond, "correct": agreement.correct,
+                        "eligible": agreement.eligible, "accuracy": agreement.accuracy,
+                        "mae": error})
+    header = ["condition", "correct", "eligible", "reversed", "sim_ties", "real_ties",
+              "accuracy", "mae_pp"]
+    notes = ["Eligible: comparisons with a strict real order. Simulated ties count as wrong.",
+             "Real domain: the same envs on the clean scene, initial conditions from a "
+             "separate seeded block."]
+    paths = write_table(out, "ranking", header, rows, title="Ranking agreement vs real",
+                        notes=notes)
+    return paths, summary
+
+
+def _transitions_table(spec: StudySpec, by_condition: dict[str, dict], out: Path) -> list[Path]:
+    clean = list(by_condition[CLEAN].values())
+    rows = []
+    for cond, pairs in by_condition.items():
+        if cond == CLEAN:
+            continue
+        t = condition_transitions(cond, clean, list(pairs.values()), alpha=spec.alpha)
+        rows.append([cond, t.sig_lost, t.sig_gained, t.reversed, t.tied, t.agree, t.total,
+                     t.corrected])
+    header = ["condition", "sig_lost", "sig_gained", "reversed", "tied", "agree", "total",
+              "corrected"]
+    return write_table(out, "transitions", header, rows,
+                       title=f"Transitions vs clean (two-sided Fisher, p < {spec.alpha})")
+
+
+def quality_summary(store: ResultsStore, study: str
+                    ) -> dict[tuple[str, str, str, str], float]:
+    """(scene, condition, view protocol, metric) -> mean over frames."""
+    values: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    for row in store.quality(study):
+        values[(row["scene"], row["condition"], row["view_protocol"], row["metric"])].append(
+            row["value"])
+    return {k: float(np.mean(v)) for k, v in values.items()}
+
+
+def _quality_table(quality: dict, out: Path) -> list[Path]:
+    rows = []
+    for (scene, cond, protocol, metric), value in sorted(quality.items()):
+        clean = quality.get((scene, CLEAN, protocol, metric), float("nan"))
+        rows.append([scene, cond, protocol, metric, value, value - clean])
+    header = ["scene", "condition", "view_protocol", "metric", "mean", "delta_vs_clean"]
+    return write_table(out, "quality", header, rows, title="Scene quality (mean over frames)")
+
+
+def reliability(spec: StudySpec, by_condition: dict[str, dict], quality: dict, out: Path
+                ) -> tuple[list[Path], dict[str, Any]]:
+    """Scene-held-out reliability classifier over every (view protocol, metric) method."""
+    if len(spec.scene_names) < 2:
+        return [], {"skipped": "needs at least 2 scenes"}
+    labels: dict[str, dict[tuple[str, str], int]] = {t: {} for t in spec.tasks}
+    labels[ALL_THREE] = {}
+    for cond, pairs in by_condition.items():
+        for scene in spec.scene_names:
+            task_labels = []
+            for task in spec.tasks:
+                pair = pairs[(scene, task)]
+                if pair.outcome == REAL_TIE:
+                    continue
+                labels[task][(scene, cond)] = reliability_label(pair)
+                task_labels.append(labels[task][(scene, cond)])
+            if len(task_labels) == len(spec.tasks):
+                labels[ALL_THREE][(scene, cond)] = all_tasks_label(task_labels)
+    labels = {t: m for t, m in labels.items() if m}
+    scores: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+    for (scene, cond, protocol, metric), value in quality.items():
+        if np.isfinite(value):
+            scores[f"{protocol}:{metric}"][(scene, cond)] = value
+    directions = {m: is_lower_better(m.split(":", 1)[1]) for m in scores}
+    usable = {t: m for t, m in labels.items()
+              if len({s for s, _ in m}) >= 2}
+    if not usable or not scores:
+        return [], {"skipped": "no rankable comparisons in at least two scenes"}
+    results, _ = evaluate_methods(dict(sorted(scores.items())), usable, lower_better=directions)
+    targets = list(usable)
+    rows = [[r.method, *[f"{r.correct[t]}/{r.total[t]}" for t in targets]] for r in results]
+    paths = write_table(out, "reliability", ["method", *targets], rows,
+                        title="Scene-held-out reliability classifier (correct / decisions)",
+                        notes=["H = 1 when the simulated ranking disagrees with real "
+                               "(ties included); predict H = 1 iff oriented Q < tau."])
+    label_rows = [[t, s, c, v] for t, m in usable.items() for (s, c), v in sorted(m.items())]
+    paths += write_table(out, "reliability_labels", ["target", "scene", "condition", "label"],
+                         label_rows, title="Reliability labels")
+    return paths, {"methods": {r.method: {t: [r.correct[t], r.total[t]] for t in targets}
+                               for r in results}}
+
+
+def analyse(spec: StudySpec, store: ResultsStore, out: str | Path) -> dict[str, Any]:
+    """Write every table and figure under ``out``; returns a JSON-able summary."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = success_counts(store, spec.name)
+    by_condition = {c: condition_pairs(spec, counts, c) for c in spec.all_conditions}
+    quality = quality_summary(store, spec.name)
+    files = _rates_table(spec, counts, out)
+    paths, ranking = _ranking_table(spec, by_condition, out)
+    files += paths
+    files += _transitions_table(spec, by_condition, out)
+    files += _quality_table(quality, out)
+    paths, rel = reliability(spec, by_condition, quality, out)
+    files += paths
+    figures = out.parent / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    for cond, pairs in by_condition.items():
+        files += ranking_figure(figures / f"ranking_{cond}", pairs, scenes=spec.scene_names,
+                                tasks=list(spec.tasks), title=f"{spec.name}: {cond}",
+                                clean=None if cond == CLEAN else by_condition[CLEAN])
+    return {"ranking": ranking, "reliability": rel,
+            "files": sorted(str(p.relative_to(out.parent)) for p in files)}

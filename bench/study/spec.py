@@ -1,0 +1,218 @@
+"""The typed study specification (:class:`StudySpec`), loaded from JSON and written back resolved.
+
+A study is the YUBI-Real2Sim protocol on your scenes: every scene under every
+condition (clean + artifact presets + optional prepared bundles such as
+coverage retrainings), every task with two candidate policies, ``trials``
+paired rollouts per cell, quality scores on the Test and OBS-Probe views.
+
+Example ``spec.json``::
+
+    {"name": "mystudy",
+     "sample_scenes": {"duo": 0, "flat": 1, "g2": 2},
+     "scenes": {"lab": "scenes/lab"},
+     "conditions": ["clean", "hole-54", "floaters-mid", "warp"],
+     "extra_conditions": {"random-30": {"lab": "retrained/lab-random30"}},
+     "tasks": ["cup", "tape"],
+     "policies": {"cup": ["visual-servo", "visual-glance"]},
+     "trials": 10, "real_trials": 10, "metrics": ["psnr", "ssim", "lpips"]}
+
+Unknown keys are refused with the list of valid ones; presets, tasks, policies
+and metrics are checked against their registries ("did you mean" errors).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.errors import BenchError
+
+CLEAN = "clean"
+DEFAULT_CONDITIONS = (CLEAN, "hole-54", "hole-90", "floaters-low", "floaters-mid",
+                      "floaters-high", "warp")
+DEFAULT_POLICIES = ("visual-servo", "visual-glance")
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """Everything that defines a study run.
+
+    Attributes:
+        name: Study name (the ``study`` column of every stored row).
+        scenes: Scene name -> scene bundle directory (relative to the spec file).
+        sample_scenes: Scene name -> seed of a generated sample room (synthetic world).
+        sample_gaussians: Background Gaussians of each generated sample room (count).
+        conditions: ``"clean"`` plus perturbation presets (``perturbations`` registry names).
+        extra_conditions: Condition name -> scene name -> prepared bundle directory (e.g.
+            a coverage retraining from ``bench coverage`` + ``bench train``).
+        seed: Seed of every editor (artifact conditions) and of the capture noise.
+        tasks: Task names (``cup``, ``tape``, ``pen``).
+        policies: Task -> ``[pi_1, pi_2]`` policy registry names; tasks not listed use
+            :data:`DEFAULT_POLICIES`.
+        trials: Simulated rollouts per (scene, condition, task, policy) cell.
+        real_trials: Rollouts per (scene, task, policy) in the "real" domain.
+        sim_condition_offset: First initial-condition index of simulated trials (trial t
+            uses ``offset + t`` in every condition: paired rollouts).
+        real_condition_offset: First initial-condition index of the "real" domain's trials
+            (a separate block of the task grid's seeded draws).
+        image_size: Wrist image (height, width), pixels.
+        max_frames: Time limit per rollout in 10 Hz frames (None: the task's default, 600).
+        metrics: Quality scorers (``metrics`` registry names); FR ones score Test views only.
+        capture_noise: Std of the sensor noise added to the clean Test renders that stand
+            in for captured images, in [0, 1] intensity units.
+        render_backend: ``bench.render`` backend for scoring and observations.
+        alpha: Significance level of the Fisher test.
+    """
+
+    name: str = "study"
+    scenes: dict[str, str] = field(default_factory=dict)
+    sample_scenes: dict[str, int] = field(default_factory=dict)
+    sample_gaussians: int = 40000
+    conditions: tuple[str, ...] = DEFAULT_CONDITIONS
+    extra_conditions: dict[str, dict[str, str]] = field(default_factory=dict)
+    seed: int = 0
+    tasks: tuple[str, ...] = ("cup", "tape", "pen")
+    policies: dict[str, tuple[str, str]] = field(default_factory=dict)
+    trials: int = 10
+    real_trials: int = 10
+    sim_condition_offset: int = 0
+    real_condition_offset: int = 1000
+    image_size: tuple[int, int] = (128, 128)
+    max_frames: int | None = None
+    metrics: tuple[str, ...] = ("psnr", "ssim", "lpips", "nvs-sqa")
+    capture_noise: float = 0.01
+    render_backend: str = "auto"
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conditions", tuple(self.conditions))
+        object.__setattr__(self, "tasks", tuple(t.lower() for t in self.tasks))
+        object.__setattr__(self, "metrics", tuple(self.metrics))
+        object.__setattr__(self, "image_size", tuple(int(v) for v in self.image_size))
+        pols = {t: tuple(self.policies.get(t, DEFAULT_POLICIES)) for t in self.tasks}
+        extra = sorted(set(self.policies) - set(self.tasks))
+        if extra:
+            raise BenchError(f"policies given for tasks {extra} that are not in tasks "
+                             f"{list(self.tasks)}; add them to tasks or remove them")
+        object.__setattr__(self, "policies", pols)
+        self._check_basic()
+
+    def _check_basic(self) -> None:
+        if not self.name or any(c in self.name for c in "/\\"):
+            raise BenchError(f"study name {self.name!r} must be non-empty without slashes")
+        names = list(self.scenes) + list(self.sample_scenes)
+        if not names:
+            raise BenchError("the spec names no scenes; add \"scenes\" (name -> bundle dir) "
+                             "or \"sample_scenes\" (name -> seed)")
+        if len(set(names)) != len(names):
+            raise BenchError(f"scene names must be unique across scenes and sample_scenes: {names}")
+        if CLEAN not in self.conditions:
+            raise BenchError("conditions must include \"clean\" (transitions are relative to it)")
+        if len(set(self.conditions) | set(self.extra_conditions)) != (
+                len(self.conditions) + len(self.extra_conditions)):
+            raise BenchError("condition names must be unique (conditions + extra_conditions)")
+        for cond, per_scene in self.extra_conditions.items():
+            missing = sorted(set(names) - set(per_scene))
+            if missing:
+                raise BenchError(f"extra condition {cond!r} lacks a bundle for scenes {missing}; "
+                                 "give one directory per scene")
+        if not self.tasks:
+            raise BenchError("tasks is empty; name at least one of cup, tape, pen")
+        for task, pair in self.policies.items():
+            if len(pair) != 2 or pair[0] == pair[1]:
+                raise BenchError(f"task {task!r} needs two different policies [pi_1, pi_2], "
+                                 f"got {list(pair)}")
+        for name in ("trials", "real_trials"):
+            if int(getattr(self, name)) < 1:
+                raise BenchError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.sample_gaussians < 100:
+            raise BenchError(f"sample_gaussians must be >= 100, got {self.sample_gaussians}")
+        if self.max_frames is not None and self.max_frames < 1:
+            raise BenchError(f"max_frames must be >= 1 or null, got {self.max_frames}")
+        if not 0 <= self.capture_noise < 0.5:
+            raise BenchError(f"capture_noise must be in [0, 0.5), got {self.capture_noise}")
+        real = range(self.real_condition_offset, self.real_condition_offset + self.real_trials)
+        sim = range(self.sim_condition_offset, self.sim_condition_offset + self.trials)
+        if set(real) & set(sim):
+            raise BenchError("real_condition_offset must give initial conditions disjoint from "
+                             "the simulated ones; raise it above sim_condition_offset + trials")
+
+    def validate_registries(self) -> None:
+        """Check every preset, task, policy and metric name against its registry."""
+        import bench.policies.visual  # noqa: F401 - registers the visual policies
+        from bench.policies import POLICIES
+        from bench.sim.tasks import get_task
+        from metrics.registry import scorer_info
+        from perturbations.registry import PERTURBATIONS
+
+        for cond in self.conditions:
+            if cond != CLEAN:
+                try:
+                    PERTURBATIONS.get(cond)
+                except ValueError as exc:
+                    raise BenchError(f"condition: {exc}") from None
+        for task in self.tasks:
+            get_task(task)
+            for name in self.policies[task]:
+                POLICIES.get(name)
+        for metric in self.metrics:
+            scorer_info(metric)
+
+    @property
+    def scene_names(self) -> list[str]:
+        return list(self.sample_scenes) + list(self.scenes)
+
+    @property
+    def all_conditions(self) -> list[str]:
+        return list(self.conditions) + list(self.extra_conditions)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["policies"] = {t: list(p) for t, p in self.policies.items()}
+        return data
+
+    def replace(self, **changes: Any) -> StudySpec:
+        return dataclasses.replace(self, **changes)
+
+
+def spec_from_dict(data: dict[str, Any], *, base: str | os.PathLike | None = None) -> StudySpec:
+    """Build a spec from parsed JSON; relative bundle paths resolve against ``base``."""
+    if not isinstance(data, dict):
+        raise BenchError("a study spec must be a JSON object")
+    known = {f.name for f in dataclasses.fields(StudySpec)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise BenchError(f"unknown spec keys {unknown}; valid keys: {sorted(known)}")
+    data = dict(data)
+    root = Path(base) if base is not None else Path.cwd()
+
+    def resolve(p: str) -> str:
+        return str(p) if Path(p).is_absolute() else str((root / p).resolve())
+
+    if "scenes" in data:
+        data["scenes"] = {k: resolve(v) for k, v in data["scenes"].items()}
+    if "extra_conditions" in data:
+        data["extra_conditions"] = {c: {s: resolve(p) for s, p in m.items()}
+                                    for c, m in data["extra_conditions"].items()}
+    if "policies" in data:
+        data["policies"] = {t: tuple(p) for t, p in data["policies"].items()}
+    try:
+        return StudySpec(**data)
+    except TypeError as exc:
+        raise BenchError(f"bad study spec: {exc}") from None
+
+
+def load_spec(path: str | os.PathLike) -> StudySpec:
+    """Read a spec JSON file (relative paths are relative to the file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise BenchError(f"spec file {path} does not exist; write a JSON StudySpec first")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{path} is not valid JSON ({exc})") from None
+    return spec_from_dict(data, base=path.parent)

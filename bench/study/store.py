@@ -1,0 +1,291 @@
+"""The results store: one SQLite database (WAL) per study output directory.
+
+``<out>/results.sqlite`` holds four tables:
+
+* ``rollouts`` - one row per rollout, keyed by
+  ``(study, scene, condition, task, policy, domain, trial)``, with the outcome
+  (success, progress, frames, failure reason), the initial-condition index and
+  the sha256 of the condition's manifest;
+* ``quality`` - one row per (scene, condition, view protocol, metric, frame) score;
+* ``conditions`` - each condition bundle's tool id and manifest (JSON + sha256);
+* ``meta`` - key/value pairs (the resolved spec and its hash).
+
+Every insert is idempotent and committed on its own: writing a row that is
+already stored with the same values is a no-op, so a study killed at any point
+resumes without losing a committed rollout or storing one twice. Writing a row
+whose key is stored with *different* values raises a :class:`BenchError`
+(a study must be deterministic; a silent overwrite would hide that it is not).
+
+Tables are exported to CSV sorted by key, so the same results give the same bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from bench.errors import BenchError
+from bench.provenance import atomic_write_bytes
+
+DB_NAME = "results.sqlite"
+SCHEMA_VERSION = "splatbench-results/1"
+DOMAINS = ("sim", "real")
+
+
+@dataclass(frozen=True)
+class RolloutRow:
+    """One stored rollout.
+
+    Attributes:
+        study: Study name.
+        scene: Scene name.
+        condition: Condition name (``clean``, ``hole-54`` ...; the real domain uses ``clean``).
+        task: Task name.
+        policy: Policy registry name.
+        domain: ``"sim"`` or ``"real"`` (see docs: the synthetic world's "real" robot).
+        trial: Trial index within the cell (0-based).
+        init_condition: Initial-condition index passed to ``env.reset(seed=...)``.
+        success: Strict success predicate held.
+        progress_final: Progress score at the last frame, in [0, 1].
+        progress_max: Highest progress score reached.
+        frames: Control frames executed (10 Hz).
+        failure: Failure reason, "" when none.
+        truncated: Hit the time limit.
+        first_grasp_frame: Frame of the first grasp, -1 if never.
+        manifest_sha256: sha256 of the condition bundle's manifest.json.
+    """
+
+    study: str
+    scene: str
+    condition: str
+    task: str
+    policy: str
+    domain: str
+    trial: int
+    init_condition: int
+    success: bool
+    progress_final: float
+    progress_max: float
+    frames: int
+    failure: str
+    truncated: bool
+    first_grasp_frame: int
+    manifest_sha256: str
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str, str, int]:
+        return (self.study, self.scene, self.condition, self.task, self.policy, self.domain,
+                self.trial)
+
+
+ROLLOUT_KEY = ("study", "scene", "condition", "task", "policy", "domain", "trial")
+ROLLOUT_COLUMNS = tuple(f.name for f in fields(RolloutRow))
+QUALITY_KEY = ("study", "scene", "condition", "view_protocol", "metric", "frame")
+QUALITY_COLUMNS = (*QUALITY_KEY, "value")
+CONDITION_KEY = ("study", "scene", "condition")
+CONDITION_COLUMNS = (*CONDITION_KEY, "tool", "path", "manifest_sha256", "manifest_json")
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rollouts (
+    study TEXT NOT NULL, scene TEXT NOT NULL, condition TEXT NOT NULL, task TEXT NOT NULL,
+    policy TEXT NOT NULL, domain TEXT NOT NULL CHECK (domain IN {DOMAINS!r}),
+    trial INTEGER NOT NULL CHECK (trial >= 0), init_condition INTEGER NOT NULL,
+    success INTEGER NOT NULL, progress_final REAL NOT NULL, progress_max REAL NOT NULL,
+    frames INTEGER NOT NULL, failure TEXT NOT NULL, truncated INTEGER NOT NULL,
+    first_grasp_frame INTEGER NOT NULL, manifest_sha256 TEXT NOT NULL,
+    PRIMARY KEY ({", ".join(ROLLOUT_KEY)}));
+CREATE TABLE IF NOT EXISTS quality (
+    study TEXT NOT NULL, scene TEXT NOT NULL, condition TEXT NOT NULL,
+    view_protocol TEXT NOT NULL, metric TEXT NOT NULL, frame TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY ({", ".join(QUALITY_KEY)}));
+CREATE TABLE IF NOT EXISTS conditions (
+    study TEXT NOT NULL, scene TEXT NOT NULL, condition TEXT NOT NULL, tool TEXT NOT NULL,
+    path TEXT NOT NULL, manifest_sha256 TEXT NOT NULL, manifest_json TEXT NOT NULL,
+    PRIMARY KEY ({", ".join(CONDITION_KEY)}));
+"""
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(float(a), float(b), rel_tol=0.0, abs_tol=1e-12)
+    return a == b
+
+
+class ResultsStore:
+    """Open (or create) ``<out>/results.sqlite``.
+
+    Args:
+        path: The database file, or a directory (``results.sqlite`` inside it).
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        self.path = path / DB_NAME if path.is_dir() or path.suffix == "" else path
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise BenchError(f"{self.path} is not a splatbench results database ({exc}); "
+                             "choose another --out") from None
+        stored = self.get_meta("schema")
+        if stored is None:
+            self.set_meta("schema", SCHEMA_VERSION)
+        elif stored != SCHEMA_VERSION:
+            raise BenchError(f"{self.path} has schema {stored!r}, this bench writes "
+                             f"{SCHEMA_VERSION!r}; use a new --out")
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> ResultsStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- meta -----------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # -- generic idempotent insert ----------------------------------------------------------
+    def _insert(self, table: str, columns: Sequence[str], key: Sequence[str],
+                values: Sequence[Any]) -> bool:
+        """Insert one row; True if new. Same key + same values: no-op; different: BenchError."""
+        placeholders = ", ".join("?" for _ in columns)
+        cursor = self._db.execute(
+            f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({placeholders})",
+            tuple(values))
+        if cursor.rowcount == 1:
+            return True
+        where = " AND ".join(f"{k} = ?" for k in key)
+        key_values = tuple(values[columns.index(k)] for k in key)
+        stored = self._db.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {where}",
+                                  key_values).fetchone()
+        if not all(_same(a, b) for a, b in zip(stored, values, strict=True)):
+            raise BenchError(
+                f"{table} row {dict(zip(key, key_values, strict=True))} is already stored with "
+                "different values; the study is not deterministic or the spec changed - "
+                "use a new --out"
+            )
+        return False
+
+    # -- rollouts -------------------------------------------------------------------------
+    def add_rollout(self, row: RolloutRow) -> bool:
+        """Store one rollout (committed at once); True if it was not stored yet."""
+        if row.domain not in DOMAINS:
+            raise BenchError(f"domain must be one of {DOMAINS}, got {row.domain!r}")
+        values = [int(v) if isinstance(v, bool) else v for v in asdict(row).values()]
+        return self._insert("rollouts", ROLLOUT_COLUMNS, ROLLOUT_KEY, values)
+
+    def has_rollout(self, key: Sequence[Any]) -> bool:
+        where = " AND ".join(f"{k} = ?" for k in ROLLOUT_KEY)
+        return self._db.execute(f"SELECT 1 FROM rollouts WHERE {where}", tuple(key)).fetchone() \
+            is not None
+
+    def rollouts(self, study: str | None = None) -> list[RolloutRow]:
+        """Every stored rollout (of ``study`` if given), sorted by key."""
+        sql = f"SELECT {', '.join(ROLLOUT_COLUMNS)} FROM rollouts"
+        args: tuple = ()
+        if study is not None:
+            sql, args = sql + " WHERE study = ?", (study,)
+        rows = self._db.execute(sql + f" ORDER BY {', '.join(ROLLOUT_KEY)}", args).fetchall()
+        out = []
+        for r in rows:
+            data = dict(zip(ROLLOUT_COLUMNS, r, strict=True))
+            data["success"], data["truncated"] = bool(data["success"]), bool(data["truncated"])
+            out.append(RolloutRow(**data))
+        return out
+
+    def count_rollouts(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0])
+
+    # -- quality --------------------------------------------------------------------------
+    def add_quality(self, study: str, rows: Iterable[Any]) -> int:
+        """Store per-frame scores (``metrics.views.ScoreRow``-like, ``variant`` = condition).
+
+        All rows go in one transaction. Returns the number of new rows.
+        """
+        new = 0
+        self._db.execute("BEGIN")
+        try:
+            for r in rows:
+                new += self._insert("quality", QUALITY_COLUMNS, QUALITY_KEY,
+                                    [study, r.scene, r.variant, r.view_protocol, r.metric,
+                                     r.frame, float(r.value)])
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return new
+
+    def has_quality(self, study: str, scene: str, condition: str, protocol: str) -> bool:
+        return self._db.execute(
+            "SELECT 1 FROM quality WHERE study = ? AND scene = ? AND condition = ? "
+            "AND view_protocol = ? LIMIT 1", (study, scene, condition, protocol)
+        ).fetchone() is not None
+
+    def quality(self, study: str | None = None) -> list[dict[str, Any]]:
+        sql = f"SELECT {', '.join(QUALITY_COLUMNS)} FROM quality"
+        args: tuple = ()
+        if study is not None:
+            sql, args = sql + " WHERE study = ?", (study,)
+        rows = self._db.execute(sql + f" ORDER BY {', '.join(QUALITY_KEY)}", args).fetchall()
+        return [dict(zip(QUALITY_COLUMNS, r, strict=True)) for r in rows]
+
+    # -- conditions -----------------------------------------------------------------------
+    def add_condition(self, study: str, scene: str, condition: str, *, tool: str, path: str,
+                      manifest_sha256: str, manifest: dict[str, Any]) -> bool:
+        text = json.dumps(manifest, sort_keys=True)
+        return self._insert("conditions", CONDITION_COLUMNS, CONDITION_KEY,
+                            [study, scene, condition, tool, path, manifest_sha256, text])
+
+    def conditions(self, study: str | None = None) -> list[dict[str, Any]]:
+        sql = f"SELECT {', '.join(CONDITION_COLUMNS)} FROM conditions"
+        args: tuple = ()
+        if study is not None:
+            sql, args = sql + " WHERE study = ?", (study,)
+        rows = self._db.execute(sql + f" ORDER BY {', '.join(CONDITION_KEY)}", args).fetchall()
+        return [dict(zip(CONDITION_COLUMNS, r, strict=True)) for r in rows]
+
+    # -- export ---------------------------------------------------------------------------
+    def export_csv(self, out_dir: str | os.PathLike) -> dict[str, Path]:
+        """Write ``rollouts.csv``, ``quality.csv`` and ``conditions.csv`` (sorted by key)."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        tables = {
+            "rollouts": (ROLLOUT_COLUMNS, [
+                [int(v) if isinstance(v, bool) else v for v in asdict(r).values()]
+                for r in self.rollouts()]),
+            "quality": (QUALITY_COLUMNS, [[r[c] for c in QUALITY_COLUMNS]
+                                          for r in self.quality()]),
+            "conditions": (CONDITION_COLUMNS[:-1], [[r[c] for c in CONDITION_COLUMNS[:-1]]
+                                                    for r in self.conditions()]),
+        }
+        written = {}
+        for name, (header, rows) in tables.items():
+            buffer = io.StringIO()
+            writer = csv.writer(buffer, lineterminator="\n")
+            writer.writerow(header)
+            writer.writerows([[repr(v) if isinstance(v, float) else v for v in row]
+                              for row in rows])
+            path = out / f"{name}.csv"
+            atomic_write_bytes(path, buffer.getvalue().encode())
+            written[name] = path
+        return written
