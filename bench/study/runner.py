@@ -187,7 +187,8 @@ def prepare_conditions(spec: StudySpec, out: Path, store: ResultsStore, *,
                             "prepared/1"))
         for cond, path, manifest, tool in entries:
             sha = sha256_file(manifest)
-            store.add_condition(spec.name, scene, cond, tool=tool, path=str(path),
+            shown = path.relative_to(out) if path.is_relative_to(out) else path  # movable output
+            store.add_condition(spec.name, scene, cond, tool=tool, path=str(shown),
                                 manifest_sha256=sha, manifest=json.loads(manifest.read_text()))
             bundles[(scene, cond)] = ConditionBundle(scene, cond, path, manifest, sha)
             bar.update(1)

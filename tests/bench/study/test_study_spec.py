@@ -1,0 +1,62 @@
+"""StudySpec: JSON loading, defaults, validation messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.errors import BenchError
+from bench.study.spec import DEFAULT_POLICIES, StudySpec, load_spec, spec_from_dict
+
+
+def test_load_resolves_paths_and_defaults(tmp_path):
+    (tmp_path / "spec.json").write_text(json.dumps({
+        "name": "s1", "scenes": {"lab": "scenes/lab"}, "sample_scenes": {"duo": 3},
+        "tasks": ["Cup", "pen"], "policies": {"pen": ["expert", "noisy-expert"]},
+        "trials": 4, "image_size": [96, 96]}))
+    spec = load_spec(tmp_path / "spec.json")
+    assert spec.scenes == {"lab": str((tmp_path / "scenes/lab").resolve())}
+    assert spec.scene_names == ["duo", "lab"]
+    assert spec.tasks == ("cup", "pen")
+    assert spec.policies == {"cup": DEFAULT_POLICIES, "pen": ("expert", "noisy-expert")}
+    assert spec.image_size == (96, 96)
+    assert spec.conditions[0] == "clean"
+    again = spec_from_dict(json.loads(json.dumps(spec.to_json())))  # resolved JSON round-trips
+    assert again == spec
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"sample_scenes": {"a": 0}, "bogus": 1}, "unknown spec keys"),
+    ({}, "names no scenes"),
+    ({"sample_scenes": {"a": 0}, "conditions": ["warp"]}, "must include \"clean\""),
+    ({"sample_scenes": {"a": 0}, "trials": 0}, "trials must be >= 1"),
+    ({"sample_scenes": {"a": 0}, "policies": {"cup": ["expert", "expert"]}},
+     "two different policies"),
+    ({"sample_scenes": {"a": 0}, "tasks": ["cup"], "policies": {"pen": ["a", "b"]}},
+     "not in tasks"),
+    ({"sample_scenes": {"a": 0}, "trials": 20, "real_condition_offset": 10},
+     "disjoint"),
+    ({"sample_scenes": {"a": 0, "b": 1}, "extra_conditions": {"random-30": {"a": "x"}}},
+     "lacks a bundle"),
+])
+def test_bad_specs(data, message):
+    with pytest.raises(BenchError, match=message):
+        spec_from_dict(data)
+
+
+def test_registry_names_checked():
+    spec = StudySpec(sample_scenes={"a": 0}, conditions=("clean", "hole-45"))
+    with pytest.raises(BenchError, match="hole-54"):  # "did you mean"
+        spec.validate_registries()
+    with pytest.raises(ValueError, match="policy"):
+        StudySpec(sample_scenes={"a": 0}, policies={"cup": ("visual-servo", "nope")},
+                  tasks=("cup",)).validate_registries()
+
+
+def test_missing_and_bad_json(tmp_path):
+    with pytest.raises(BenchError, match="does not exist"):
+        load_spec(tmp_path / "none.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(BenchError, match="not valid JSON"):
+        load_spec(tmp_path / "bad.json")
