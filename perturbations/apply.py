@@ -119,16 +119,23 @@ def apply_perturbation(bundle: SceneBundle, name: str, *, seed: int = 0,
 
 
 def perturb_manifest(result: PerturbResult, outputs: dict[str, Path]) -> dict[str, Any]:
-    """Manifest of one edit: tool, params, seed, input/output sha256, counts, details."""
+    """Manifest of one edit: tool, params, seed, input/output sha256, counts, details.
+
+    ``counts`` has ``removed``/``added``/``moved`` of the edit, plus ``dropped_nonfinite``
+    when NaN/Inf Gaussians were dropped on load.
+    """
     inputs: dict[str, Path] = {}
     source = result.source_root
     if source is not None and (source / SCENE_FILE).is_file():
         scene = json.loads((source / SCENE_FILE).read_text(encoding="utf-8"))
         inputs = {"background": source / scene.get("background", BACKGROUND_FILE),
                   "scene": source / SCENE_FILE}
+    counts = result.stats.counts()
+    if result.bundle.dropped_nonfinite:  # dropped on load, before the edit (--drop-nonfinite)
+        counts["dropped_nonfinite"] = int(result.bundle.dropped_nonfinite)
     return make_manifest(
         tool=result.tool, params=result.params, seed=result.seed, inputs=inputs,
-        outputs=outputs, counts=result.stats.counts(),
+        outputs=outputs, counts=counts,
         extra={"entry": result.name, "details": result.stats.details,
                "scene_name": result.bundle.name},
     )

@@ -34,7 +34,7 @@ import numpy as np
 from bench.errors import BenchError
 from bench.provenance import atomic_write_bytes, atomic_write_json, staged_output_dir
 from bench.scene.gaussians import GaussianSplats
-from bench.scene.ply import read_gaussians, write_ply
+from bench.scene.ply import read_gaussians, stored_count, write_ply
 from bench.scene.transforms import Similarity, transform_splats
 
 SCENE_FORMAT = "splatbench-scene/1"
@@ -170,6 +170,8 @@ class SceneBundle:
         extra_json: Unknown ``scene.json`` keys, written back unchanged.
         files: Relative path -> bytes of further files to write on save
             (e.g. camera files generated in code).
+        dropped_nonfinite: Gaussians with NaN/Inf values dropped while loading
+            (``load_scene(..., drop_nonfinite=True)``), recorded in edit manifests.
     """
 
     name: str
@@ -183,6 +185,7 @@ class SceneBundle:
     files: dict[str, bytes] = field(default_factory=dict)
     # (world, splat) pair as read from disk: lets save_scene write untouched Gaussians bit-exactly.
     stored: tuple[GaussianSplats, GaussianSplats] | None = field(default=None, repr=False)
+    dropped_nonfinite: int = 0
 
     def __post_init__(self) -> None:
         matrix = np.asarray(self.world_from_splat, dtype=np.float64)
@@ -301,6 +304,10 @@ def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> Scen
         raise BenchError(f"{json_path}: 'cameras' must map role names to relative file paths")
     background_name = data.get("background", BACKGROUND_FILE)
     splat = read_gaussians(root / background_name, drop_nonfinite=drop_nonfinite)
+    dropped = stored_count(root / background_name) - len(splat) if drop_nonfinite else 0
+    if dropped:
+        warnings.warn(f"{root / background_name}: dropped {dropped} Gaussians with NaN/Inf "
+                      f"values ({len(splat)} kept)", SceneWarning, stacklevel=2)
     world = transform_splats(splat, similarity)
     bundle = SceneBundle(
         name=str(data.get("name", root.name)),
@@ -312,6 +319,7 @@ def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> Scen
         root=root,
         extra_json={k: v for k, v in data.items() if k not in KNOWN_KEYS},
         stored=(world, splat),
+        dropped_nonfinite=dropped,
     )
     check_table_in_bounds(bundle)
     return bundle

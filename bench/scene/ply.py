@@ -585,6 +585,18 @@ def read_splat(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> Gaus
     return check_finite(splats, drop_nonfinite=drop_nonfinite, source=str(path))
 
 
+def stored_count(path: str | os.PathLike) -> int:
+    """Number of Gaussians a ``.ply`` (header) or ``.splat`` (file size) file stores.
+
+    Cheap (the body is not read); used to report how many Gaussians
+    ``drop_nonfinite`` removed.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".splat":
+        return path.stat().st_size // SPLAT_ROW.itemsize
+    return read_ply_header(path).num_vertices
+
+
 def read_gaussians(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> GaussianSplats:
     """Read a ``.ply`` or ``.splat`` file, chosen by suffix."""
     path = Path(path)

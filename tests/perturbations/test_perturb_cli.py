@@ -196,6 +196,10 @@ def test_drop_nonfinite_flag(scene_dir, tmp_path, capsys):
                        capsys)
     assert code == 0, err
     assert len(read_ply(tmp_path / "o" / "background.ply")) == N - 3
+    # with_nan corrupts 3 rows: the drop is announced and recorded apart from the edit counts
+    assert "warning: " in err and "dropped 3 Gaussians with NaN/Inf" in err
+    counts = json.loads((tmp_path / "o" / "manifest.json").read_text())["counts"]
+    assert counts["dropped_nonfinite"] == 3 and counts["removed"] == 0
 
 
 def test_help_states_units(capsys):
