@@ -24,10 +24,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "--quick 5000]")
     p.add_argument("--trials", type=int, default=None,
                    help="simulated rollouts per scene/condition/task/policy cell (count) "
-                   "[default 2; --quick 1]")
+                   "[default 3; --quick 1]")
     p.add_argument("--real-trials", type=int, default=None,
                    help="'real'-domain rollouts per scene/task/policy (count) "
-                   "[default 4; --quick 1]")
+                   "[default 6; --quick 1]")
     p.add_argument("--tasks", default=None,
                    help="comma-separated tasks (cup, tape, pen) [default all three; --quick cup]")
     p.add_argument("--quick", action="store_true",

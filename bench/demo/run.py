@@ -63,8 +63,8 @@ class DemoConfig:
     presets: tuple[str, ...] = PRESETS
     scenes: tuple[tuple[str, int], ...] = SCENES
     tasks: tuple[str, ...] = ("cup", "tape", "pen")
-    trials: int = 2
-    real_trials: int = 4
+    trials: int = 3
+    real_trials: int = 6
     max_frames: int = 200
     metrics: tuple[str, ...] = ("psnr", "ssim", "lpips", "nvs-sqa")
     overwrite: bool = False
@@ -101,12 +101,15 @@ def stage_study(ctx: DemoContext) -> None:
     ctx.study = result.tables
     for rel in result.tables["files"]:
         ctx.outputs[rel] = ctx.root / rel
-    for (scene, cond), bundle in sorted(result.bundles.items()):
+    sizes = {}  # scene -> clean background size
+    for (scene, cond), bundle in sorted(result.bundles.items(), key=lambda kv: kv[0][1] != "clean"):
         manifest = json.loads(bundle.manifest.read_text())
         counts = manifest.get("counts", {})
+        if cond == "clean":
+            sizes[scene] = counts["gaussians"]
         ctx.records.append({
             "scene": scene, "condition": cond, "tool": manifest["tool"],
-            "gaussians": counts.get("gaussians", counts.get("output", "")),
+            "gaussians": sizes[scene] - counts.get("removed", 0) + counts.get("added", 0),
             "removed": counts.get("removed", 0), "added": counts.get("added", 0),
             "moved": counts.get("moved", 0),
             "path": str(bundle.path.relative_to(ctx.root)),
@@ -132,6 +135,7 @@ def stage_summary(ctx: DemoContext) -> None:
     """Write the condition + verdict summary as CSV + Markdown and print it."""
     from protocols.tablefmt import csv_text, markdown_text
 
+    ctx.records.sort(key=lambda r: (r["scene"], r["condition"]))
     columns = ["scene", "condition", "tool", "gaussians", "removed", "added", "moved", "path",
                "manifest_sha256"]
     rows = [[r[c] for c in columns] for r in ctx.records]
