@@ -112,12 +112,21 @@ def run_info(args: argparse.Namespace) -> int:
 
 def run_sample(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
-    from bench.scene.bundle import save_scene
+    from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
+    from bench.scene.bundle import write_scene_files
     from bench.scene.sample import make_sample_scene
 
     if args.gaussians < 100:
         raise BenchError(f"--gaussians must be >= 100, got {args.gaussians}")
+    if args.seed < 0:
+        raise BenchError(f"--seed must be a non-negative integer, got {args.seed}")
     bundle = make_sample_scene(seed=args.seed, n_gaussians=args.gaussians)
-    out = save_scene(bundle, args.out, overwrite=args.overwrite)
-    print(f"wrote {out} ({len(bundle.background):,} Gaussians, seed {args.seed})", file=sys.stderr)
+    generator = bundle.extra_json["generator"]
+    with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+        written = write_scene_files(bundle, tmp)
+        atomic_write_json(tmp / "manifest.json", make_manifest(
+            tool=generator["tool"], params={"n_gaussians": args.gaussians}, seed=args.seed,
+            inputs={}, outputs=written, counts={"gaussians": len(bundle.background)}))
+    print(f"wrote {args.out} ({len(bundle.background):,} Gaussians, seed {args.seed})",
+          file=sys.stderr)
     return 0

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bench.cli import main
+from bench.provenance import sha256_file
 from bench.scene.bundle import load_scene, save_scene
 from bench.scene.cameras import load_cameras
 from bench.scene.gaussians import SH_C0
@@ -79,6 +80,11 @@ def test_saved_room_loads_back_in_world_frame(room, tmp_path):
 def test_cli_sample_and_info(tmp_path, capsys):
     assert main(["scene", "sample", "--out", str(tmp_path / "s"), "--seed", "1",
                  "--gaussians", "1500"]) == 0
+    manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    assert manifest["tool"] == "sample-room/1" and manifest["seed"] == 1
+    assert manifest["params"] == {"n_gaussians": 1500} and manifest["counts"] == {"gaussians": 1500}
+    assert manifest["outputs"]["background"]["sha256"] == sha256_file(tmp_path / "s" /
+                                                                     "background.ply")
     assert main(["scene", "info", str(tmp_path / "s"), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["gaussians"] == 1500 and info["sh_degree"] == 3 and info["frame"] == "world"
@@ -90,6 +96,10 @@ def test_cli_sample_and_info(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"bench scene sample: error: output directory {tmp_path / 's'} exists; "
                    "pass --overwrite or choose another --out"]
+    assert main(["scene", "sample", "--out", str(tmp_path / "neg"), "--seed", "-1"]) == 2
+    assert capsys.readouterr().err.strip() == ("bench scene sample: error: --seed must be a "
+                                               "non-negative integer, got -1")
+    assert not (tmp_path / "neg").exists()
     assert main(["scene", "info", str(tmp_path / "missing")]) == 2
     assert "bench scene info: error:" in capsys.readouterr().err
 
