@@ -189,7 +189,7 @@ def mae(pairs: Iterable[PolicyPair], *, eligible_only: bool = True) -> float:
     return float(np.mean(errors))
 
 
-def mmrv(*, sim: Sequence[float], real: Sequence[float]) -> float:
+def mmrv(sim: Sequence[float], real: Sequence[float]) -> float:
     """Mean maximum rank violation, exactly as SIMPLER defines it.
 
     For each policy ``i``: the largest *real* gap ``|real_i - real_j|`` over the
@@ -199,9 +199,11 @@ def mmrv(*, sim: Sequence[float], real: Sequence[float]) -> float:
     none. MMRV is the mean of these maxima over ``i``. Lower is better; 0 means
     the simulator orders every policy as the real robot does.
 
-    The arguments are keyword-only because the metric is *not* symmetric: the
-    violation size is always measured on ``real``. (SIMPLER's own README once
-    called its helper with the two vectors swapped.)
+    Argument order: ``mmrv(sim, real)``. The metric is *not* symmetric: the
+    violation size is always measured on ``real``, so swapping the vectors gives
+    another number (SIMPLER's own README once called its helper with the two
+    vectors swapped); pass them by keyword (``mmrv(sim=..., real=...)``) to make a
+    call site self-checking.
 
     Args:
         sim: Simulated success rates, one per policy.
@@ -218,7 +220,7 @@ def mmrv(*, sim: Sequence[float], real: Sequence[float]) -> float:
     return float(np.mean(violations.max(axis=1)))
 
 
-def mmrv_reference(*, sim: Sequence[float], real: Sequence[float]) -> float:
+def mmrv_reference(sim: Sequence[float], real: Sequence[float]) -> float:
     """Plain double-loop MMRV: the readable reference :func:`mmrv` is tested against."""
     s, r = paired_vectors(sim, real, names=("sim", "real"), min_len=1)
     maxima = []
@@ -244,17 +246,17 @@ def _correlation(kind: str, sim: Sequence[float], real: Sequence[float]) -> floa
     return float(stats.kendalltau(s, r).statistic)  # tau-b (tie-corrected)
 
 
-def pearson(*, sim: Sequence[float], real: Sequence[float]) -> float:
+def pearson(sim: Sequence[float], real: Sequence[float]) -> float:
     """Pearson r between simulated and real rates (NaN if either is constant)."""
     return _correlation("pearson", sim, real)
 
 
-def spearman(*, sim: Sequence[float], real: Sequence[float]) -> float:
+def spearman(sim: Sequence[float], real: Sequence[float]) -> float:
     """Spearman rank correlation (NaN if either is constant)."""
     return _correlation("spearman", sim, real)
 
 
-def kendall(*, sim: Sequence[float], real: Sequence[float]) -> float:
+def kendall(sim: Sequence[float], real: Sequence[float]) -> float:
     """Kendall tau-b (NaN if either is constant)."""
     return _correlation("kendall", sim, real)
 

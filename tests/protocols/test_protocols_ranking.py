@@ -68,8 +68,9 @@ def test_mmrv_hand_example_and_argument_order():
     assert mmrv(sim=real, real=sim) == pytest.approx((0 + 0.4 + 0.4) / 3)
     # SIMPLER compares with strict '>': a sim tie against a strict real order is a violation
     assert mmrv(sim=[0.5, 0.5], real=[0.2, 0.6]) == pytest.approx(0.4 / 2)
-    with pytest.raises(TypeError):
-        mmrv(sim, real)  # positional use is refused: the order matters
+    # the documented positional order is (sim, real), as in the issue's `mmrv(sim, real)`
+    assert mmrv(sim, real) == mmrv(sim=sim, real=real)
+    assert mmrv(real, sim) == mmrv(sim=real, real=sim)
 
 
 def test_mmrv_zero_for_identical_orderings():
