@@ -213,6 +213,17 @@ class CaptureManifest:
                 f"{second} is {b[0]}x{b[1]} px); reproject all frames at one --size"
             )
 
+    def image_digest(self, views: Sequence[View]) -> str:
+        """sha256 over the views' ids and image sha256s, in the given order.
+
+        One digest for a whole training (or test) set, so a provenance manifest
+        changes when any image does, without listing thousands of files.
+        """
+        from bench.provenance import sha256_bytes, sha256_file
+
+        lines = [f"{v.id}\t{sha256_file(self.root / v.image)}\n" for v in views]
+        return sha256_bytes("".join(lines).encode("utf-8"))
+
     def training_views(self, plan: Any | None = None) -> list[View]:
         """Training views kept by a coverage plan (all views when ``plan`` is None).
 

@@ -275,6 +275,7 @@ def _write_outputs(args, config, manifest, plan, result) -> None:
             inputs["reference_scene"] = bundle.root / "scene.json"
         outputs = {"background": written["background"], "scene": written["scene"],
                    "train_log": tmp / "train_log.csv", "train_config": tmp / "train_config.json"}
+        views_by_id = {v.id: v for v in manifest.views}
         provenance = make_manifest(
             tool="train/1",
             params=resolved,
@@ -293,6 +294,11 @@ def _write_outputs(args, config, manifest, plan, result) -> None:
                 "train_view_ids": result.train_view_ids,
                 "test_view_ids": [v.id for v in manifest.test_views],
                 "final_test_psnr": result.log[-1]["test_psnr"],
+                "images_sha256": {  # digests over (view id, image sha256), in view order
+                    "train": manifest.image_digest(
+                        [views_by_id[i] for i in result.train_view_ids]),
+                    "test": manifest.image_digest(manifest.test_views),
+                },
             },
         )
         atomic_write_json(tmp / "train_manifest.json", provenance)

@@ -185,6 +185,16 @@ def test_cli_coverage_plan_and_training_on_it(capture, tmp_path, capsys):
     assert code == 0, err
     manifest = json.loads((tmp_path / "s" / "train_manifest.json").read_text())
     assert sorted(manifest["train_view_ids"]) == sorted(f"{f}/forward" for f in plan["kept"])
+    # provenance covers the pixels: digest = sha256 of "view id<TAB>image sha256\n" lines,
+    # recomputed here with hashlib (synthetic capture layout: images/train_NNN.png per frame fNNN)
+    import hashlib
+
+    root = capture.manifest_path.parent
+    def image_sha(frame):
+        return hashlib.sha256((root / f"images/train_{frame[1:]}.png").read_bytes()).hexdigest()
+
+    lines = "".join(f"{f}/forward\t{image_sha(f)}\n" for f in plan["kept"])
+    assert manifest["images_sha256"]["train"] == hashlib.sha256(lines.encode()).hexdigest()
 
 
 def assert_one_line_error(code, err, command):
