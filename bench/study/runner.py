@@ -237,35 +237,40 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
                   bundles: dict[tuple[str, str], ConditionBundle], *,
                   progress: bool = True) -> None:
     """Test (FR + NR) and OBS-Probe (NR) scores of every scene x condition into the store."""
+    from tqdm import tqdm
+
     from bench.scene.bundle import load_scene
     from metrics.registry import get_scorer
     from metrics.views import obs_probe_views, scene_cameras, score_views, test_views
 
     scorers = [get_scorer(m) for m in spec.metrics]
     nr = [s for s in scorers if s.info.mode == "NR"]
+    bar = tqdm(total=len(spec.scene_names) * len(spec.all_conditions), desc="quality",
+               unit="condition", file=sys.stderr, disable=not progress)
     for scene in spec.scene_names:
         clean = bundles[(scene, CLEAN)]
-        gt = capture_images(spec, out, scene, clean, progress=progress)
+        gt = capture_images(spec, out, scene, clean, progress=False)
         clean_bundle = load_scene(clean.path)
         probe = scene_cameras(clean_bundle, "obs_probe")
         test = scene_cameras(clean_bundle, "test")
         for cond in spec.all_conditions:
+            bar.set_postfix_str(f"{scene}/{cond}")
             todo = [p for p in ("test", "obs-probe")
                     if not store.has_quality(spec.name, scene, cond, p)]
-            if not todo or (todo == ["obs-probe"] and not nr):
-                continue
-            bundle = load_scene(bundles[(scene, cond)].path)
-            _log(f"scoring {scene}/{cond}")
-            rows = []
-            if "test" in todo:
-                views = test_views(bundle, gt, variant=cond, cameras=test,
-                                   backend=spec.render_backend, progress=progress)
-                rows += score_views(_renamed(views, scene), scorers, progress=progress)
-            if "obs-probe" in todo and nr:
-                views = obs_probe_views(bundle, variant=cond, cameras=probe,
-                                        backend=spec.render_backend, progress=progress)
-                rows += score_views(_renamed(views, scene), nr, progress=progress)
-            store.add_quality(spec.name, rows)
+            if todo and not (todo == ["obs-probe"] and not nr):
+                bundle = load_scene(bundles[(scene, cond)].path)
+                rows = []
+                if "test" in todo:
+                    views = test_views(bundle, gt, variant=cond, cameras=test,
+                                       backend=spec.render_backend, progress=False)
+                    rows += score_views(_renamed(views, scene), scorers, progress=False)
+                if "obs-probe" in todo and nr:
+                    views = obs_probe_views(bundle, variant=cond, cameras=probe,
+                                            backend=spec.render_backend, progress=False)
+                    rows += score_views(_renamed(views, scene), nr, progress=False)
+                store.add_quality(spec.name, rows)
+            bar.update(1)
+    bar.close()
 
 
 def _renamed(views: Any, scene: str) -> Any:
