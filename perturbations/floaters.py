@@ -86,7 +86,7 @@ class FloaterParams:
         put("opacity", float(self.opacity))
 
 
-def _centre_ok(centre: np.ndarray, table: TableSpec, keepouts, clearance: float) -> bool:
+def _centre_ok(centre: np.ndarray, table: TableSpec, keepouts, clearance: float) -> bool:  # [3]
     if centre[2] - table.height < clearance:  # centres lie over the footprint: gap = height
         return False
     return all(box.distance(centre[None])[0] >= clearance for box in keepouts)
@@ -127,6 +127,7 @@ def neighbour_colours_reference(background: GaussianSplats, points: np.ndarray,
 
 def _nearest_mean(means: np.ndarray, sh_dc: np.ndarray, p: np.ndarray, k: int,
                   index: np.ndarray) -> tuple[np.ndarray, float]:
+    # means [M, 3] (candidates), sh_dc [N, 3] (all), p [3], index [M] -> (colour [3], kth d^2)
     d2 = ((means - p) ** 2).sum(axis=1)
     nearest = np.argpartition(d2, k - 1)[:k] if k < len(d2) else np.arange(len(d2))
     # sorted global indices: the mean is summed in the same order as the reference

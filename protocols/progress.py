@@ -215,7 +215,7 @@ class TaskSpec:
         return tuple(stage.name for stage in self.stages)
 
 
-def smooth(x: np.ndarray) -> np.ndarray:
+def smooth(x: np.ndarray) -> np.ndarray:  # [T] -> [T]
     """Smoothstep ``3x^2 - 2x^3`` of ``x`` clipped to [0, 1] (monotone, flat at both ends)."""
     c = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
     return c * c * (3.0 - 2.0 * c)
@@ -238,7 +238,7 @@ def _evaluate_terms(spec: TaskSpec, ctx: TermContext) -> tuple[np.ndarray, np.nd
     return soft, ok
 
 
-def _term_values(term: Term, ctx: TermContext, steps: int, name: str) -> np.ndarray:
+def _term_values(term: Term, ctx: TermContext, steps: int, name: str) -> np.ndarray:  # [T]
     values = np.broadcast_to(np.asarray(term(ctx), dtype=np.float64), (steps,))
     if not np.all(np.isfinite(values)):
         raise ValueError(f"term {name!r} returned NaN/inf; check the state it reads")
@@ -409,12 +409,12 @@ def _norm(v: np.ndarray) -> np.ndarray:  # [T, D] -> [T]
     return np.sqrt(total)
 
 
-def _ramp_down(x: np.ndarray, near: float, far: float) -> np.ndarray:
+def _ramp_down(x: np.ndarray, near: float, far: float) -> np.ndarray:  # [T] -> [T]
     """1 at ``x <= near``, 0 at ``x >= far``, linear between."""
     return np.clip((far - x) / (far - near), 0.0, 1.0)
 
 
-def _ramp_up(x: np.ndarray, low: float, high: float) -> np.ndarray:
+def _ramp_up(x: np.ndarray, low: float, high: float) -> np.ndarray:  # [T] -> [T]
     """0 at ``x <= low``, 1 at ``x >= high``, linear between."""
     return np.clip((x - low) / (high - low), 0.0, 1.0)
 

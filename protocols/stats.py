@@ -203,11 +203,11 @@ class BootstrapCI:
     statistic: str
 
 
-def _mean_difference(a: np.ndarray, b: np.ndarray) -> float:
+def _mean_difference(a: np.ndarray, b: np.ndarray) -> float:  # [N] x [N]
     return float(np.mean(a - b))
 
 
-def _mse(a: np.ndarray, b: np.ndarray) -> float:
+def _mse(a: np.ndarray, b: np.ndarray) -> float:  # [N] x [N]
     return float(np.mean((a - b) ** 2))
 
 

@@ -519,7 +519,8 @@ def select_from_videos(
     ]
 
 
-def _score_video(path: str | os.PathLike, *, show_progress: bool) -> tuple[np.ndarray, float]:
+def _score_video(path: str | os.PathLike, *,
+                 show_progress: bool) -> tuple[np.ndarray, float]:  # ([frames] sharpness, fps)
     import cv2
     from tqdm import tqdm
 

@@ -327,7 +327,7 @@ def photometric_loss(render, target, *, ssim_lambda: float = 0.2):  # [H, W, 3] 
     return (1.0 - ssim_lambda) * l1 + ssim_lambda * (1.0 - ssim), l1, ssim
 
 
-def psnr(render: np.ndarray, target: np.ndarray) -> float:
+def psnr(render: np.ndarray, target: np.ndarray) -> float:  # [H, W, 3] x [H, W, 3]
     """PSNR in dB of images in [0, 1] (``-10 log10 MSE``; inf for identical images)."""
     mse = float(np.mean((np.asarray(render, np.float64) - np.asarray(target, np.float64)) ** 2))
     return math.inf if mse == 0 else -10.0 * math.log10(mse)

@@ -272,7 +272,8 @@ def _assemble(arrays: dict[str, np.ndarray]) -> GaussianSplats:
         extra={key[6:]: arr for key, arr in arrays.items() if key.startswith("extra:")})
 
 
-def decode_vertices(body: np.ndarray, header: PlyHeader, *, source: str = "PLY") -> GaussianSplats:
+def decode_vertices(body: np.ndarray,  # [num_vertices * row_bytes] uint8
+                    header: PlyHeader, *, source: str = "PLY") -> GaussianSplats:
     """Fast path: binary vertex block -> GaussianSplats via one strided view per group.
 
     Args:
@@ -309,7 +310,8 @@ def _read_binary_chunked(handle, header: PlyHeader, k: int, source: str,
     return _assemble(arrays)
 
 
-def decode_vertices_reference(body: np.ndarray, header: PlyHeader) -> GaussianSplats:
+def decode_vertices_reference(body: np.ndarray,  # [num_vertices * row_bytes] uint8
+                              header: PlyHeader) -> GaussianSplats:
     """Plain reference decoder: a structured dtype and one field copy per property."""
     k = _check_required(header, "PLY")
     dtype = np.dtype({"names": header.names(),
@@ -468,7 +470,7 @@ def ply_layout(splats: GaussianSplats, *, normals: bool = True) -> list[tuple[st
 
 
 def encode_ply(splats: GaussianSplats, *, normals: bool = True,
-               comments: tuple[str, ...] = ()) -> np.ndarray:
+               comments: tuple[str, ...] = ()) -> np.ndarray:  # [file bytes] uint8
     """Encode as a binary little-endian PLY; returns the whole file as a uint8 array.
 
     Args:

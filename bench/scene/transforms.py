@@ -145,7 +145,8 @@ def _fibonacci_sphere(count: int) -> np.ndarray:  # [count, 3], deterministic
     return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
 
 
-def sh_rotation_matrices(rotation: np.ndarray, degree: int) -> list[np.ndarray]:
+def sh_rotation_matrices(rotation: np.ndarray,  # [3, 3]
+                         degree: int) -> list[np.ndarray]:  # [2l+1, 2l+1] per band
     """Per band l = 1..degree, the [2l+1, 2l+1] matrix M with ``c_new = M @ c_old``.
 
     Solved exactly (to float64 round-off) by least squares on 64 directions:
@@ -185,7 +186,8 @@ def rotate_sh_rest(sh_rest: np.ndarray, rotation: np.ndarray) -> np.ndarray:  # 
     return out
 
 
-def rotate_sh_rest_reference(sh_rest: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+def rotate_sh_rest_reference(sh_rest: np.ndarray,  # [N, K, 3]
+                             rotation: np.ndarray) -> np.ndarray:  # [3, 3] -> [N, K, 3]
     """Plain reference of :func:`rotate_sh_rest`: one einsum per band."""
     k = sh_rest.shape[1]
     if k == 0:
