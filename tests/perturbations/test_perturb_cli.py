@@ -233,3 +233,27 @@ def test_help_defaults_match_the_parameter_dataclasses():
             default = {f.name: f.default for f in dataclasses.fields(types[editor])}[field]
             expected = list(default) if isinstance(default, tuple) else [default]
             assert stated == [float(v) for v in expected], (dest, editor)
+
+
+@pytest.mark.parametrize("preset", ["hole-54", "hole-90", "floaters-low", "floaters-mid",
+                                    "floaters-high", "warp"])
+def test_every_preset_writes_a_consistent_bundle_byte_identically(scene_dir, tmp_path, capsys,
+                                                                   preset):
+    for name in ("a", "b"):
+        code, _, err = run(perturb(scene_dir, tmp_path / name, "--preset", preset, "--seed", 5),
+                           capsys)
+        assert code == 0, err
+    a, b = tmp_path / "a", tmp_path / "b"
+    for file in ("background.ply", "scene.json", "manifest.json"):
+        assert (a / file).read_bytes() == (b / file).read_bytes(), file
+    manifest = json.loads((a / "manifest.json").read_text())
+    assert manifest["entry"] == preset and manifest["seed"] == 5
+    counts = manifest["counts"]
+    assert len(read_ply(a / "background.ply")) == N - counts["removed"] + counts["added"]
+    # each preset does what its name says (8 clusters x 4 floaters by default)
+    kind = preset.split("-")[0]
+    assert manifest["tool"] == f"{kind}/1"
+    expected = {"hole": ("removed", lambda v: v > 0), "floaters": ("added", lambda v: v == 32),
+                "warp": ("moved", lambda v: v > 0)}[kind]
+    assert expected[1](counts[expected[0]]), counts
+    assert sum(counts.values()) == counts[expected[0]]  # the other counts are zero
