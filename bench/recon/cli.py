@@ -101,6 +101,31 @@ def _check_new_file(out: Path, overwrite: bool, manifest: Path | None = None) ->
                          "that image paths stay valid")
 
 
+def _write_capture_provenance(path: Path, manifest, *, tool: str, params: dict,
+                              inputs: dict[str, Path]) -> Path:
+    """Side-car ``<name>.manifest.json`` next to a written capture manifest ``path``.
+
+    Besides the hashed inputs and output it holds one sha256 digest over the
+    source-frame images and one over the view images, so changed pixels change it.
+    """
+    from bench.provenance import atomic_write_json, make_manifest, sha256_bytes, sha256_file
+
+    frame_lines = "".join(f"{f.id}/{lens}\t{sha256_file(manifest.root / rel)}\n"
+                          for f in manifest.frames for lens, rel in sorted(f.images.items()))
+    provenance = make_manifest(
+        tool=tool, params=params, seed=None, inputs=inputs, outputs={"capture_manifest": path},
+        counts={"frames": len(manifest.frames), "views": len(manifest.views),
+                "test_views": len(manifest.test_views)},
+        extra={"images_sha256": {  # digests over (id, image sha256) lines, in manifest order
+            "frames": sha256_bytes(frame_lines.encode("utf-8")),
+            "views": manifest.image_digest(manifest.views),
+            "test_views": manifest.image_digest(manifest.test_views)}},
+    )
+    side_car = path.with_name(f"{path.stem}.manifest.json")
+    atomic_write_json(side_car, provenance)
+    return side_car
+
+
 def _run_capture_select(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
     from bench.provenance import staged_output_dir
@@ -128,7 +153,17 @@ def _run_capture_select(args: argparse.Namespace) -> int:
             frames = select_from_images(lists, intervals=args.intervals, fps=args.fps,
                                         root=args.out.resolve(), cameras=cameras,
                                         show_progress=True)
-        CaptureManifest(tuple(frames), root=tmp).save(tmp / "capture.json")
+        selected = CaptureManifest(tuple(frames), root=tmp)
+        selected.save(tmp / "capture.json")
+        sources = videos or images
+        _write_capture_provenance(
+            tmp / "capture.json", selected, tool="capture-select/1",
+            params={"intervals": args.intervals, "fps": args.fps,
+                    "source": "video" if videos else "images",
+                    "sources": {lens: str(p) for lens, p in sorted(sources.items())},
+                    "cameras": {lens: str(p) for lens, p in
+                                sorted(_pairs(args.camera, "--camera").items())}},
+            inputs={f"video_{lens}": Path(p) for lens, p in sorted(videos.items())})
     print(f"selected {len(frames)} frames -> {args.out / 'capture.json'}")
     return 0
 
@@ -145,6 +180,10 @@ def _run_capture_reproject(args: argparse.Namespace) -> int:
         result = reproject_capture(manifest, views_dir=args.views_dir, image_dir=tmp,
                                    size=args.size, lenses=args.lenses, show_progress=True)
     result.save(args.out)
+    _write_capture_provenance(args.out, result, tool="reproject/1",
+                              params={"size": args.size, "focal_px": args.size / 2,
+                                      "lenses": args.lenses, "views_dir": args.views_dir},
+                              inputs={"capture_manifest": args.manifest})
     print(f"wrote {len(result.views)} views ({args.size}x{args.size}) -> {args.out}")
     return 0
 
@@ -158,6 +197,10 @@ def _run_capture_import(args: argparse.Namespace) -> int:
     posed = import_poses(manifest, load_cameras(args.cameras))
     posed.validate()
     posed.save(args.out)
+    camera_inputs = {"cameras": Path(args.cameras)} if Path(args.cameras).is_file() else {}
+    _write_capture_provenance(args.out, posed, tool="import-poses/1",
+                              params={"cameras": str(args.cameras)},
+                              inputs={"capture_manifest": args.manifest, **camera_inputs})
     print(f"posed {len(posed.views)} views and {len(posed.test_views)} test views -> {args.out}")
     return 0
 

@@ -1,7 +1,10 @@
+import json
+
 import cv2
 import numpy as np
 
 from bench.cli import main
+from bench.provenance import sha256_file
 from bench.recon.capture import CaptureManifest
 from bench.recon.reproject import view_names, view_rotations
 from bench.scene.cameras import Camera, save_cameras
@@ -13,6 +16,16 @@ def fisheye_sequence(folder, sharp, n=8):
     for i in range(n):
         img = base if i in sharp else cv2.GaussianBlur(base, (7, 7), 2.0)
         cv2.imwrite(str(folder / f"{i:04d}.png"), img)
+
+
+def assert_provenance(path, tool, *, frames, views):
+    """The side-car <name>.manifest.json: tool, output sha256, counts, image digests."""
+    side_car = json.loads(path.with_name(f"{path.stem}.manifest.json").read_text())
+    assert side_car["tool"] == tool and side_car["bench_version"]
+    assert side_car["outputs"]["capture_manifest"]["sha256"] == sha256_file(path)
+    assert side_car["counts"] == {"frames": frames, "views": views, "test_views": 0}
+    assert set(side_car["images_sha256"]) == {"frames", "views", "test_views"}
+    return side_car
 
 
 def test_select_reproject_import_poses_workflow(tmp_path, capsys):
@@ -29,12 +42,16 @@ def test_select_reproject_import_poses_workflow(tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     selected = CaptureManifest.load(cap / "capture.json", require_views=False)
     assert selected.frame_ids == ["f000002", "f000005"]  # sharp in both lenses
+    assert_provenance(cap / "capture.json", "capture-select/1", frames=2, views=0)
     code = main(["capture", "reproject", "--manifest", str(cap / "capture.json"), "--size", "16",
                  "--lenses", "left", "--out", str(cap / "views.json")])
     assert code == 0, capsys.readouterr().err
     views = CaptureManifest.load(cap / "views.json")
     assert len(views.views) == 2 * 9
     assert [v.name for v in views.views[:9]] == list(view_names())
+    side_car = assert_provenance(cap / "views.json", "reproject/1", frames=2, views=18)
+    assert side_car["params"]["focal_px"] == 8.0  # f = size / 2
+    assert side_car["inputs"]["capture_manifest"]["sha256"] == sha256_file(cap / "capture.json")
     # poses from an external solver (COLMAP): shift every view by +1 m in x, match by file name
     solved = []
     for v in views.views:
@@ -46,6 +63,8 @@ def test_select_reproject_import_poses_workflow(tmp_path, capsys):
                  str(tmp_path / "solved.json"), "--out", str(cap / "posed.json")])
     assert code == 0, capsys.readouterr().err
     posed = CaptureManifest.load(cap / "posed.json")
+    side_car = assert_provenance(cap / "posed.json", "import-poses/1", frames=2, views=18)
+    assert side_car["inputs"]["cameras"]["sha256"] == sha256_file(tmp_path / "solved.json")
     for v in posed.views:
         assert v.camera.world_from_camera[0, 3] == 1.0
     frame_pose = posed.frames[0].cameras["left"].world_from_camera
