@@ -238,7 +238,9 @@ def _run_reliability(args: argparse.Namespace) -> int:
     results, predictions = evaluate_methods(scores, labels, lower_better=directions)
     targets = list(labels)
     with staged_output_dir(args.out, overwrite=args.overwrite) as staging:
-        written = write_reliability(staging, "reliability", results, targets, all_target=all_name)
+        negated = [m for m in scores if directions[m]]
+        written = write_reliability(staging, "reliability", results, targets, all_target=all_name,
+                                    negated=negated)
         written += write_predictions(staging, "reliability_predictions", predictions)
         manifest = make_manifest(
             tool="reliability/1",

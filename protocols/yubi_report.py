@@ -8,7 +8,7 @@ only compared against, and the comparison is written to ``checks.md`` /
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -282,8 +282,13 @@ def write_reliability(
     targets: list[str],
     *,
     all_target: str = ALL_THREE,
+    negated: Sequence[str] | None = None,
 ) -> list[Path]:
-    """``stem.csv``/``.md``: method, per-task correct/total, Total over tasks, all-tasks target."""
+    """``stem.csv``/``.md``: method, per-task correct/total, Total over tasks, all-tasks target.
+
+    ``negated`` names the lower-is-better methods for the table note (None: the
+    YUBI methods, where only LPIPS is).
+    """
     tasks = _task_targets(targets, all_target)
     header = ("method", *tasks, "Total", *(t for t in targets if t == all_target))
     rows = []
@@ -305,10 +310,19 @@ def write_reliability(
         notes=[
             "Predict H = 1 (unreliable) iff the oriented score Q < tau; "
             "tau fitted on the other scenes "
-            "by balanced accuracy (ties: sensitivity, then smaller tau); LPIPS negated.",
+            "by balanced accuracy (ties: sensitivity, then smaller tau); "
+            + _negated_note(negated),
             f"Total pools the task targets; {ALWAYS_RELIABLE} predicts H = 0 everywhere.",
         ],
     )
+
+
+def _negated_note(negated: Sequence[str] | None) -> str:
+    if negated is None:
+        return "LPIPS negated."
+    if not negated:
+        return "every score is higher-is-better (none negated)."
+    return f"lower-is-better scores negated: {', '.join(negated)}."
 
 
 def write_predictions(

@@ -98,6 +98,8 @@ def test_reliability_command_reproduces_the_yubi_table(bench_main, capsys, tmp_p
     ).read_text()
     assert (out / "reliability.csv").read_text() == expected
     assert (out / "manifest.json").is_file() and (out / "reliability_predictions.csv").is_file()
+    # the note names the methods that were actually negated (LPIPS from the direction table)
+    assert "lower-is-better scores negated: LPIPS Test." in (out / "reliability.md").read_text()
 
 
 def test_reliability_direction_flags(bench_main, capsys, tmp_path):
