@@ -49,6 +49,7 @@ import numpy as np
 
 from bench.policies.base import POLICIES
 from bench.policies.expert import ExpertConfig, ScriptedExpert
+from bench.scene.cameras import Camera
 from bench.sim.objects import Cylinder, Pen
 from bench.sim.state import ObjectState, TaskState
 from bench.sim.transforms import mat_to_rotvec, pose, quat_to_mat
@@ -194,6 +195,9 @@ class VisualServoPolicy(ScriptedExpert):
         self.rest_height = shape.height / 2 if isinstance(shape, Cylinder) else shape.radius
         self.table = env.table
         self.world_from_table = env.world.world_from_table
+        h, w = env.config.image_size  # the wrist camera's intrinsics, as the env renders it
+        self.wrist = Camera.equidistant_fisheye(w, h, fov_deg=env.config.fisheye_fov_deg,
+                                                world_from_camera=np.eye(4), name="wrist")
         self.reset()
 
     def reset(self, *, seed: int | None = None) -> None:
@@ -211,8 +215,7 @@ class VisualServoPolicy(ScriptedExpert):
         tcp = pose(quat_to_mat(np.asarray(proprio[3:7], np.float64)), np.asarray(proprio[:3]))
         if self._tcp_from_camera is None:
             self._tcp_from_camera = np.linalg.inv(tcp) @ world.robot.camera_pose(world.data)
-        renderer = self.env._get_renderer()
-        return renderer.wrist.with_pose(tcp @ self._tcp_from_camera)
+        return self.wrist.with_pose(tcp @ self._tcp_from_camera)
 
     def locate(self, image: np.ndarray, camera: Any) -> ObjectEstimate | None:
         """Actor estimate from one wrist image, or None when too few pixels match."""

@@ -88,3 +88,21 @@ def test_visual_policy_needs_images(scene):
             make_policy("visual-glance", env)
     finally:
         env.close()
+
+
+def test_wrist_camera_matches_the_env_renderer(scene):
+    env = bench.sim.make_env("tape", scene, image_size=(96, 96))
+    try:
+        policy = make_policy("visual-servo", env)
+        obs, info = env.reset(seed=2)
+        policy.reset(seed=2)
+        for _ in range(3):
+            obs, _, _, _, info = env.step(policy.act(obs, info))
+        mine = policy.wrist_camera(obs["proprio"])
+        theirs = env.unwrapped._get_renderer().wrist_camera()
+        assert mine.to_dict().keys() == theirs.to_dict().keys()
+        assert (mine.width, mine.height, mine.fx, mine.cx) == (theirs.width, theirs.height,
+                                                               theirs.fx, theirs.cx)
+        np.testing.assert_allclose(mine.world_from_camera, theirs.world_from_camera, atol=1e-6)
+    finally:
+        env.close()
