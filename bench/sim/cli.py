@@ -165,38 +165,53 @@ def _write_states(path, states, objects) -> None:
 
 
 def run_rollout(args: argparse.Namespace) -> int:
-    """Handler of ``bench rollout``."""
+    """Handler of ``bench rollout``: make the env, run the episodes, write records + manifest."""
     _validate(args)
-    import csv
-    import io
-    from pathlib import Path
-
-    import gymnasium
-    from tqdm import tqdm
-
-    import bench.sim
     from bench.policies import POLICIES, make_policy
-    from bench.provenance import (
-        atomic_write_bytes,
-        atomic_write_json,
-        make_manifest,
-        staged_output_dir,
-    )
-    from bench.scene.bundle import SCENE_FILE, load_scene
-    from bench.sim.grasp import GraspConfig
-    from bench.sim.rollout import EpisodeRecord, run_episode
+    from bench.provenance import staged_output_dir
     from bench.sim.tasks import get_task
 
     task = get_task(args.task)
     POLICIES.entry(args.policy)  # "did you mean" before any heavy work
-    scene_dir = Path(args.scene)
+    scene_dir, scene = _load_scene(args.scene)
+    env = _make_env(args, task, scene)
+    try:
+        policy = make_policy(args.policy, env, seed=args.policy_seed)
+        with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+            records, outputs, wall = _run_episodes(args, env, policy, task, tmp)
+            summary = _write_records(tmp, records, outputs)
+            _write_config_and_manifest(args, env.unwrapped, scene, scene_dir, tmp, outputs,
+                                       summary)
+    finally:
+        env.close()
+    print(
+        f"{task.name} / {args.policy}: {summary['successes']}/{summary['episodes']} successes, "
+        f"mean final progress {summary['mean_progress_final']:.3f}, {wall:.1f} s -> {args.out}"
+    )
+    return 0
+
+
+def _load_scene(scene: str):
+    from pathlib import Path
+
+    from bench.scene.bundle import SCENE_FILE, load_scene
+
+    scene_dir = Path(scene)
     if not (scene_dir / SCENE_FILE).is_file():
         raise FileNotFoundError(
             f"{scene_dir} is not a scene bundle (no {SCENE_FILE}); "
             "make one with `bench scene sample --out DIR`"
         )
-    scene = load_scene(scene_dir)
-    env = gymnasium.make(
+    return scene_dir, load_scene(scene_dir)
+
+
+def _make_env(args: argparse.Namespace, task, scene):
+    import gymnasium
+
+    import bench.sim
+    from bench.sim.grasp import GraspConfig
+
+    return gymnasium.make(
         bench.sim.ENV_IDS[task.name],
         scene=scene,
         obs_mode=args.obs_mode,
@@ -208,97 +223,105 @@ def run_rollout(args: argparse.Namespace) -> int:
         execute=args.execute,
         max_frames=args.max_frames,
     )
-    unwrapped = env.unwrapped
-    policy = make_policy(args.policy, env, seed=args.policy_seed)
+
+
+def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
+    """Roll out every condition; write videos / state streams into ``tmp`` as they finish.
+
+    Returns:
+        (records, {output name: path} of the videos and state streams, policy wall seconds).
+    """
+    from tqdm import tqdm
+
+    from bench.sim.rollout import run_episode
+
     conditions = range(args.seed_start, args.seed_start + args.episodes)
-    records: list[EpisodeRecord] = []
-    wall = 0.0
-    with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
-        videos, stream_files = [], []
-        for episode, condition in enumerate(
-            tqdm(conditions, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
-        ):
-            record, frames, seconds = run_episode(
-                env,
-                policy,
-                condition=condition,
-                episode=episode,
-                policy_name=args.policy,
-                record_frames=args.video,
-                states=(states := []) if args.save_states else None,
-            )
-            records.append(record)
-            if args.save_states:
-                path = tmp / "states" / f"episode_{episode:04d}.csv"
-                _write_states(path, states, [o.name for o in task.objects])
-                stream_files.append(path)
-            wall += seconds
-            if args.video:
-                path = tmp / "videos" / f"episode_{episode:04d}.{args.video_format}"
-                _write_video(
-                    path,
-                    frames,
-                    fps=unwrapped.config.control_hz / unwrapped.execute,
-                    fmt=args.video_format,
-                )
-                videos.append(path)
-        env.close()
-        rows = [r.to_dict() for r in records]
-        successes = sum(r.success for r in records)
-        summary = {
-            "episodes": len(records),
-            "successes": successes,
-            "success_rate": successes / len(records),
-            "mean_progress_final": sum(r.progress_final for r in records) / len(records),
-            "failures": sum(bool(r.failure) for r in records),
-            "truncated": sum(r.truncated for r in records),
-        }
-        atomic_write_json(tmp / "episodes.json", {"summary": summary, "episodes": rows})
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        atomic_write_bytes(tmp / "episodes.csv", buffer.getvalue().encode("utf-8"))
-        params = {
-            "scene": scene.name,
-            "task": task.name,
-            "policy": args.policy,
-            "policy_meta": POLICIES.entry(args.policy).meta,
-            "episodes": args.episodes,
-            "seed_start": args.seed_start,
-            "policy_seed": args.policy_seed,
-            "env": unwrapped.config,
-            "chunk_size": unwrapped.chunk_size,
-            "execute": unwrapped.execute,
-            "max_frames": unwrapped.max_frames,
-            "robot": unwrapped.world.robot.name,
-            "video": args.video,
-            "save_states": args.save_states,
-            "video_format": args.video_format if args.video else None,
-        }
-        atomic_write_json(tmp / "config.json", params)
-        outputs = {
-            "episodes.json": tmp / "episodes.json",
-            "episodes.csv": tmp / "episodes.csv",
-            "config.json": tmp / "config.json",
-        }
-        outputs.update({f"videos/{v.name}": v for v in videos})
-        outputs.update({f"states/{v.name}": v for v in stream_files})
-        inputs = {"scene.json": scene_dir / SCENE_FILE}
-        background = scene_dir / "background.ply"
-        if background.is_file():
-            inputs["background.ply"] = background
-        manifest = make_manifest(
-            tool=TOOL,
-            params=params,
-            seed=args.seed_start,
-            inputs=inputs,
-            outputs=outputs,
-            counts={"episodes": len(records), "successes": successes},
+    records, outputs, wall = [], {}, 0.0
+    for episode, condition in enumerate(
+        tqdm(conditions, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
+    ):
+        states = [] if args.save_states else None
+        record, frames, seconds = run_episode(
+            env, policy, condition=condition, episode=episode, policy_name=args.policy,
+            record_frames=args.video, states=states,
         )
-        atomic_write_json(tmp / "manifest.json", manifest)
-    print(
-        f"{task.name} / {args.policy}: {successes}/{len(records)} successes, "
-        f"mean final progress {summary['mean_progress_final']:.3f}, {wall:.1f} s -> {args.out}"
+        records.append(record)
+        wall += seconds
+        if args.save_states:
+            name = f"states/episode_{episode:04d}.csv"
+            _write_states(tmp / name, states, [o.name for o in task.objects])
+            outputs[name] = tmp / name
+        if args.video:
+            name = f"videos/episode_{episode:04d}.{args.video_format}"
+            fps = env.unwrapped.config.control_hz / env.unwrapped.execute
+            _write_video(tmp / name, frames, fps=fps, fmt=args.video_format)
+            outputs[name] = tmp / name
+    return records, outputs, wall
+
+
+def _write_records(tmp, records, outputs: dict) -> dict:
+    """episodes.json (summary + records) and episodes.csv; returns the summary."""
+    import csv
+    import io
+
+    from bench.provenance import atomic_write_bytes, atomic_write_json
+
+    rows = [r.to_dict() for r in records]
+    successes = sum(r.success for r in records)
+    summary = {
+        "episodes": len(records),
+        "successes": successes,
+        "success_rate": successes / len(records),
+        "mean_progress_final": sum(r.progress_final for r in records) / len(records),
+        "failures": sum(bool(r.failure) for r in records),
+        "truncated": sum(r.truncated for r in records),
+    }
+    atomic_write_json(tmp / "episodes.json", {"summary": summary, "episodes": rows})
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_bytes(tmp / "episodes.csv", buffer.getvalue().encode("utf-8"))
+    outputs["episodes.json"] = tmp / "episodes.json"
+    outputs["episodes.csv"] = tmp / "episodes.csv"
+    return summary
+
+
+def _write_config_and_manifest(args, unwrapped, scene, scene_dir, tmp, outputs, summary):
+    """config.json (resolved run parameters) and manifest.json (hashes of inputs/outputs)."""
+    from bench.policies import POLICIES
+    from bench.provenance import atomic_write_json, make_manifest
+    from bench.scene.bundle import SCENE_FILE
+
+    params = {
+        "scene": scene.name,
+        "task": unwrapped.task.name,
+        "policy": args.policy,
+        "policy_meta": POLICIES.entry(args.policy).meta,
+        "episodes": args.episodes,
+        "seed_start": args.seed_start,
+        "policy_seed": args.policy_seed,
+        "env": unwrapped.config,
+        "chunk_size": unwrapped.chunk_size,
+        "execute": unwrapped.execute,
+        "max_frames": unwrapped.max_frames,
+        "robot": unwrapped.world.robot.name,
+        "video": args.video,
+        "save_states": args.save_states,
+        "video_format": args.video_format if args.video else None,
+    }
+    atomic_write_json(tmp / "config.json", params)
+    outputs = {  # the order of earlier manifests: records, config, videos, state streams
+        **{k: v for k, v in outputs.items() if k.startswith("episodes.")},
+        "config.json": tmp / "config.json",
+        **{k: v for k, v in outputs.items() if k.startswith("videos/")},
+        **{k: v for k, v in outputs.items() if k.startswith("states/")},
+    }
+    inputs = {"scene.json": scene_dir / SCENE_FILE}
+    if (scene_dir / "background.ply").is_file():
+        inputs["background.ply"] = scene_dir / "background.ply"
+    manifest = make_manifest(
+        tool=TOOL, params=params, seed=args.seed_start, inputs=inputs, outputs=outputs,
+        counts={"episodes": summary["episodes"], "successes": summary["successes"]},
     )
-    return 0
+    atomic_write_json(tmp / "manifest.json", manifest)
