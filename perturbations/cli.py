@@ -51,7 +51,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     which.add_argument("--kind", choices=("hole", "floaters", "warp"),
                        help="editor to apply (defaults: YUBI-Real2Sim values)")
     which.add_argument("--preset", choices=PRESET_CHOICES,
-                       help="a study condition: editor + fixed parameters")
+                       help="a study condition: editor + fixed parameters (editor flags are "
+                       "refused; use --kind for custom parameters)")
     p.add_argument("--scene", required=True, help="input scene bundle directory (scene.json)")
     p.add_argument("--out", required=True, help="output bundle directory (must not exist)")
     p.add_argument("--seed", type=int, default=0,
@@ -105,7 +106,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def collect_overrides(args: argparse.Namespace, kind: str) -> dict:
-    """Editor parameter overrides given on the command line; rejects other editors' flags."""
+    """Editor parameter overrides given on the command line.
+
+    Rejects other editors' flags, and any editor flag with ``--preset``: a preset
+    is a study condition with fixed parameters, and its name is recorded in the
+    manifest, so a changed parameter would be mislabelled.
+    """
     from bench.errors import BenchError
 
     overrides = {}
@@ -119,6 +125,9 @@ def collect_overrides(args: argparse.Namespace, kind: str) -> dict:
         flag = "--" + dest.replace("_", "-")
         if kind not in editors:
             raise BenchError(f"{flag} applies to {' and '.join(editors)}, not {kind}; remove it")
+        if args.preset is not None:
+            raise BenchError(f"{flag} would change the study condition --preset {args.preset}; "
+                             f"use --kind {kind} {flag} ... for custom parameters")
         if dest == "band":
             from perturbations.floaters import BANDS
 

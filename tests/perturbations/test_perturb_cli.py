@@ -257,3 +257,13 @@ def test_every_preset_writes_a_consistent_bundle_byte_identically(scene_dir, tmp
                 "warp": ("moved", lambda v: v > 0)}[kind]
     assert expected[1](counts[expected[0]]), counts
     assert sum(counts.values()) == counts[expected[0]]  # the other counts are zero
+
+
+@pytest.mark.parametrize("flags", [["--preset", "hole-54", "--angle", "70"],
+                                   ["--preset", "floaters-low", "--band", "high"],
+                                   ["--preset", "warp", "--domes", "5"]])
+def test_preset_parameters_cannot_be_overridden(scene_dir, tmp_path, capsys, flags):
+    # the manifest records the preset name: a changed parameter would be mislabelled
+    code, stdout, err = run(perturb(scene_dir, tmp_path / "o", *flags), capsys)
+    assert code == 2 and stdout == "" and not (tmp_path / "o").exists()
+    assert err.count("\n") == 1 and f"would change the study condition {flags[0]} {flags[1]}" in err
