@@ -19,7 +19,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
 
 def as_image_batch(
-    images: np.ndarray, *, name: str = "images", convert: bool = True
+    images: np.ndarray, *, name: str = "images", convert: bool = True, check_values: bool = True
 ) -> np.ndarray:
     """Validate and convert images to float64 ``[N, H, W, 3]`` in ``[0, 1]``.
 
@@ -28,6 +28,9 @@ def as_image_batch(
         name: How to call the argument in error messages.
         convert: False returns the validated array in its own dtype (uint8 stays 0..255),
             for callers that convert chunk by chunk.
+        check_values: False checks shape and dtype only; the caller must then run
+            :func:`check_unit_range` on every frame it reads (as :func:`metrics.psnr.psnr`
+            does, while the frame is in cache).
 
     Returns:
         A float64 array ``[N, H, W, 3]`` (or the validated input when ``convert`` is False).
@@ -51,6 +54,35 @@ def as_image_batch(
         raise BenchError(
             f"{name} has dtype {arr.dtype}; pass uint8 (0..255) or float images in [0, 1]"
         )
+    if check_values:
+        check_unit_range(arr, name=name)
+    return arr.astype(np.float64, copy=False) if convert else arr
+
+
+# Unsigned integer views of the IEEE float types, for the one-pass range test.
+_BITS = {np.dtype(np.float16): np.uint16, np.dtype(np.float32): np.uint32,
+         np.dtype(np.float64): np.uint64}
+
+
+def check_unit_range(images: np.ndarray, *, name: str = "images") -> None:  # [...] float
+    """Refuse float images with NaN, inf or values outside [0, 1].
+
+    Fast path, one pass: read as unsigned integers, the bit patterns of +0.0 .. 1.0 are
+    exactly the integers 0 .. bits(1.0), while every negative value (sign bit set), inf
+    and NaN reads larger. So ``max(bits) <= bits(1.0)`` proves the whole array valid
+    (half the memory passes of ``min`` + ``max``). When it fails (or for other float
+    types) the exact ``min``/``max`` test decides and words the error; it also lets
+    ``-0.0`` through.
+
+    Raises:
+        BenchError: on NaN/inf or values outside [0, 1].
+    """
+    arr = np.asarray(images)
+    bits = _BITS.get(arr.dtype)
+    if bits is not None and arr.dtype.isnative and arr.size:
+        one = np.array(1.0, dtype=arr.dtype).view(bits)[()]
+        if arr.view(bits).max() <= one:
+            return
     lo, hi = float(arr.min()), float(arr.max())  # NaN propagates; inf shows up as a bound
     if not (np.isfinite(lo) and np.isfinite(hi)):
         raise BenchError(f"{name} contains NaN or inf; fix the renderer output before scoring")
@@ -59,7 +91,6 @@ def as_image_batch(
             f"{name} values span [{lo:.4g}, {hi:.4g}] but must lie in [0, 1]; "
             "divide 8-bit images by 255 or clip the render"
         )
-    return arr.astype(np.float64, copy=False) if convert else arr
 
 
 def to_float64(images: np.ndarray) -> np.ndarray:

@@ -38,6 +38,48 @@ def test_psnr_closed_form_random_and_uint8():
     assert np.isinf(psnr(a, a)).all()
 
 
+
+def test_psnr_equals_plain_numpy_loop_on_every_dtype_mix():
+    # reference: the textbook per-image float64 formula
+    rng = np.random.default_rng(5)
+    a = rng.random((4, 13, 21, 3))
+    b = np.clip(a + 0.05 * rng.standard_normal(a.shape), 0, 1)
+    b8 = np.rint(b * 255).astype(np.uint8)
+    for pred, ref in ((a, b), (a.astype(np.float32), b), (a, b8), (a.astype(np.float16), b8)):
+        p64 = pred / 255.0 if pred.dtype == np.uint8 else pred.astype(np.float64)
+        r64 = ref / 255.0 if ref.dtype == np.uint8 else ref.astype(np.float64)
+        expected = [10 * np.log10(1 / np.mean((x - y) ** 2)) for x, y in zip(p64, r64, strict=True)]
+        np.testing.assert_allclose(psnr(pred, ref), expected, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, ">f8"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, -1e-300, -1.0, 1.0001, 7.0])
+def test_range_check_catches_every_bad_value_in_any_frame(dtype, bad):
+    # the one-pass bit test must refuse what min/max would refuse, in any frame and position
+    a = np.full((3, 12, 12, 3), 0.5)
+    b = a.copy()
+    b[2, 11, 5, 1] = bad  # last frame: PSNR checks frame by frame
+    b = b.astype(dtype)
+    stored = float(b[2, 11, 5, 1])
+    if 0.0 <= stored <= 1.0:  # the cast rounded it into range (e.g. float16(1.0001) == 1)
+        assert psnr(a.astype(dtype), b).shape == (3,)  # accepted, no error
+    else:
+        with pytest.raises(BenchError, match=r"NaN|\[0, 1\]"):
+            psnr(a.astype(dtype), b)
+        with pytest.raises(BenchError, match=r"NaN|\[0, 1\]"):
+            psnr(b, a)
+        with pytest.raises(BenchError, match=r"NaN|\[0, 1\]"):
+            ssim(b, a)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_range_check_accepts_the_closed_interval_and_negative_zero(dtype):
+    a = np.zeros((1, 11, 11, 3), dtype=dtype)
+    a[0, 0, 0] = (1.0, -0.0, np.finfo(dtype).tiny)  # both ends, -0.0 and a tiny positive
+    assert np.isfinite(ssim(a, a)).all()
+    assert np.isinf(psnr(a, a)).all()
+
+
 @pytest.mark.parametrize("shape", [(11, 11), (32, 32), (37, 53), (64, 45), (101, 77)])
 def test_ssim_matches_skimage_random(shape):
     rng = np.random.default_rng(sum(shape))
