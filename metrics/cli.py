@@ -144,28 +144,17 @@ def _folder_digest(source: Path) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``bench score``."""
-    import dataclasses
-
     from bench.errors import BenchError
-    from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest
     from metrics import views as V
     from metrics.registry import get_scorer, scorer_info
 
     if args.list_metrics:
-        from metrics.registry import available
-
-        print("name      mode  better  unit      version")
-        for name in available():
-            info = scorer_info(name)
-            better = "lower" if info.lower_better else "higher"
-            print(f"{name:9s} {info.mode:5s} {better:7s} {info.unit:9s} {info.version}")
-        print("pyiqa:<name>  any per-image pyiqa metric (mode/direction from pyiqa)")
-        return 0
+        return _list_metrics()
     if args.out is None:
         raise BenchError("pass --out scores.csv (the long-format CSV to write)")
     protocol = _check_args(args)
-    out_csv, out_summary, out_manifest = _outputs(args.out)
-    existing = [p for p in (out_csv, out_summary, out_manifest) if p.exists()]
+    outputs = _outputs(args.out)
+    existing = [p for p in outputs if p.exists()]
     if existing and not args.overwrite:
         raise BenchError(f"{existing[0]} exists; pass --overwrite or choose another --out")
     names = [m.strip() for m in (args.metrics or DEFAULT_METRICS[protocol]).split(",") if m.strip()]
@@ -177,36 +166,8 @@ def run(args: argparse.Namespace) -> int:
         if fr:
             raise BenchError(f"{protocol} views are no-reference; drop {', '.join(fr)} "
                              "(use nvs-sqa or a pyiqa NR metric)")
-    background = _parse_background(args.background)
     progress = not args.no_progress
-
-    clean_views = None
-    if protocol == "images":
-        views = V.folder_views(args.pred, protocol="images", gt_dir=args.gt,
-                               variant=args.variant or "")
-    elif protocol == "obs-policy":
-        episodes = V.policy_views(args.frames, scene=args.scene.name if args.scene else "",
-                                  variant=args.variant or "")
-    else:
-        from bench.scene.bundle import load_scene
-
-        bundle = load_scene(args.scene)
-        clean = load_scene(args.clean) if args.clean is not None else None
-        role = V.CAMERA_ROLES[protocol]
-        # the clean scene's cameras define the views when pairing, so both see the same frames
-        cams = V.scene_cameras(clean if clean is not None else bundle, role)
-        common = dict(cameras=cams, backend=args.backend, background=background,
-                      progress=progress)
-        if protocol == "test":
-            views = V.test_views(bundle, args.gt, variant=args.variant, **common)
-            if clean is not None:
-                clean_views = V.test_views(clean, args.gt, variant="clean", **common)
-        else:
-            views = V.obs_probe_views(bundle, variant=args.variant, **common)
-            if clean is not None:
-                clean_views = V.obs_probe_views(clean, variant="clean", **common)
-    if protocol != "obs-policy":
-        episodes = [views]
+    episodes, clean_views = _collect_views(args, protocol, progress=progress)
     for view_set in episodes:
         V.validate_views_for_scoring(view_set)
 
@@ -219,7 +180,65 @@ def run(args: argparse.Namespace) -> int:
         clean_rows = V.score_views(clean_views, scorers, progress=progress)
         summary = V.attach_delta(summary, V.paired_delta(rows, clean_rows))
         rows = clean_rows + rows
+    counts = {"frames": n_frames, "sequences": len(episodes), "rows": len(rows),
+              "metrics": len(names)}
+    _write_outputs(args, outputs, rows, summary, scorers, counts, protocol=protocol)
+    for row in summary:
+        delta = "" if row.delta != row.delta else f"  dQ {row.delta:+.4f}"
+        print(f"{row.variant} {row.view_protocol} {row.metric}: {row.mean:.4f} "
+              f"({row.n_frames} frames){delta}")
+    return 0
 
+
+def _list_metrics() -> int:
+    from metrics.registry import available, scorer_info
+
+    print("name      mode  better  unit      version")
+    for name in available():
+        info = scorer_info(name)
+        better = "lower" if info.lower_better else "higher"
+        print(f"{name:9s} {info.mode:5s} {better:7s} {info.unit:9s} {info.version}")
+    print("pyiqa:<name>  any per-image pyiqa metric (mode/direction from pyiqa)")
+    return 0
+
+
+def _collect_views(args: argparse.Namespace, protocol: str, *, progress: bool):
+    """The view sets to score (one per OBS-Policy episode) and the clean scene's, if paired."""
+    from metrics import views as V
+
+    if protocol == "images":
+        return [V.folder_views(args.pred, protocol="images", gt_dir=args.gt,
+                               variant=args.variant or "")], None
+    if protocol == "obs-policy":
+        return V.policy_views(args.frames, scene=args.scene.name if args.scene else "",
+                              variant=args.variant or ""), None
+    from bench.scene.bundle import load_scene
+
+    bundle = load_scene(args.scene)
+    clean = load_scene(args.clean) if args.clean is not None else None
+    # the clean scene's cameras define the views when pairing, so both see the same frames
+    cams = V.scene_cameras(clean if clean is not None else bundle, V.CAMERA_ROLES[protocol])
+    common = dict(cameras=cams, backend=args.backend,
+                  background=_parse_background(args.background), progress=progress)
+    if protocol == "test":
+        views = V.test_views(bundle, args.gt, variant=args.variant, **common)
+        clean_views = (None if clean is None
+                       else V.test_views(clean, args.gt, variant="clean", **common))
+    else:
+        views = V.obs_probe_views(bundle, variant=args.variant, **common)
+        clean_views = (None if clean is None
+                       else V.obs_probe_views(clean, variant="clean", **common))
+    return [views], clean_views
+
+
+def _write_outputs(args, outputs, rows, summary, scorers, counts, *, protocol: str) -> None:
+    """Long CSV, summary CSV and manifest (scorer metadata, input digests, weight source)."""
+    import dataclasses
+
+    from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest
+    from metrics import views as V
+
+    out_csv, out_summary, out_manifest = outputs
     atomic_write_bytes(out_csv, _csv_bytes(
         V.LONG_COLUMNS, [dataclasses.astuple(r) for r in rows]))
     summary_fields = [f.name for f in dataclasses.fields(V.SummaryRow)]
@@ -230,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
         inputs["scene_background"] = args.scene / "background.ply"
     if args.clean is not None and (args.clean / "background.ply").is_file():
         inputs["clean_background"] = args.clean / "background.ply"
-    extra = {"scorers": {i.name: dataclasses.asdict(i) for i in infos},
+    extra = {"scorers": {s.info.name: dataclasses.asdict(s.info) for s in scorers},
              "image_folders": {flag: _folder_digest(folder) for flag, folder in
                                (("gt", args.gt), ("pred", args.pred), ("frames", args.frames))
                                if folder is not None}}
@@ -239,18 +258,10 @@ def run(args: argparse.Namespace) -> int:
         extra["lpips_backbone_weights"] = lpips_scorer.weights_source
     params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
               if k not in ("func", "overwrite", "no_progress")}  # these do not change results
-    params["metrics"] = names
+    params["metrics"] = [s.info.name for s in scorers]
     params["view_protocol"] = protocol
     manifest = make_manifest(
         tool="score/1", params=params, seed=None, inputs=inputs,
-        outputs={"scores": out_csv, "summary": out_summary},
-        counts={"frames": n_frames, "sequences": len(episodes), "rows": len(rows),
-                "metrics": len(names)},
-        extra=extra,
+        outputs={"scores": out_csv, "summary": out_summary}, counts=counts, extra=extra,
     )
     atomic_write_json(out_manifest, manifest)
-    for row in summary:
-        delta = "" if row.delta != row.delta else f"  dQ {row.delta:+.4f}"
-        print(f"{row.variant} {row.view_protocol} {row.metric}: {row.mean:.4f} "
-              f"({row.n_frames} frames){delta}")
-    return 0
