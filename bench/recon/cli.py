@@ -250,7 +250,8 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
     from bench.recon.capture import CaptureManifest
-    from bench.recon.train import TrainConfig, load_seed, registered_bundle, train
+    from bench.recon.train import TrainConfig, load_seed, train
+    from bench.scene.bundle import read_scene_spec
     from perturbations.coverage import CoveragePlan
 
     config = TrainConfig(
@@ -270,7 +271,7 @@ def _run_train(args: argparse.Namespace) -> int:
     if plan is not None:
         plan.check_against(manifest.frame_ids, source=f"coverage plan {args.plan}")
     if args.scene is not None:  # fail early, before training, on a bad reference
-        registered_bundle(_empty_splats(), name="check", reference=args.scene)
+        read_scene_spec(args.scene)
     init = load_seed(args.init, config=config) if args.init is not None else None
     result = train(manifest, config=config, plan=plan, init=init, show_progress=not args.quiet)
     _write_outputs(args, config, manifest, plan, result)
@@ -347,13 +348,6 @@ def _write_outputs(args, config, manifest, plan, result) -> None:
         atomic_write_json(tmp / "train_manifest.json", provenance)
 
 
-def _empty_splats():
-    from bench.scene.gaussians import GaussianSplats
-
-    return GaussianSplats.empty()
-
-
-# --------------------------------------------------------------------------- bench coverage
 def _add_coverage(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "coverage",

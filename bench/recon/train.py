@@ -779,40 +779,12 @@ def registered_bundle(splats: GaussianSplats, *, name: str,
     Returns:
         A :class:`bench.scene.bundle.SceneBundle`.
     """
-    import json
-
-    from bench.scene.bundle import (
-        KNOWN_KEYS,
-        SCENE_FILE,
-        SCENE_FORMAT,
-        KeepoutBox,
-        SceneBundle,
-        TableSpec,
-    )
-    from bench.scene.transforms import Similarity, transform_splats
+    from bench.scene.bundle import SceneBundle, read_scene_spec
+    from bench.scene.transforms import transform_splats
 
     if reference is None:
         return SceneBundle(name=name, background=splats).with_background(splats, splat=splats)
-    path = Path(reference)
-    root = path.parent if path.name == SCENE_FILE else path
-    scene_json = root / SCENE_FILE
-    if not scene_json.is_file():
-        raise FileNotFoundError(f"reference scene {scene_json} does not exist; pass a scene "
-                                "bundle directory to --scene")
-    try:
-        data = json.loads(scene_json.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"{scene_json} is not valid JSON ({exc.msg}); fix the file") from None
-    if not isinstance(data, dict) or data.get("format") != SCENE_FORMAT:
-        raise BenchError(f"{scene_json} is not a scene bundle (format {SCENE_FORMAT!r})")
-    matrix = np.asarray(data.get("world_from_splat", np.eye(4).tolist()), dtype=np.float64)
-    similarity = Similarity.from_matrix(matrix, source=f"{scene_json}: world_from_splat")
-    world = transform_splats(splats, similarity)
-    bundle = SceneBundle(
-        name=name, background=world, world_from_splat=matrix,
-        table=TableSpec.from_json(data["table"]) if data.get("table") is not None else None,
-        keepouts=tuple(KeepoutBox.from_json(k) for k in data.get("keepouts") or []),
-        cameras=dict(data.get("cameras") or {}), root=root,
-        extra_json={k: v for k, v in data.items() if k not in KNOWN_KEYS},
-    )
+    bundle, _ = read_scene_spec(reference)
+    world = transform_splats(splats, bundle.similarity)
+    bundle = bundle.replace(name=name, background=world)
     return bundle.with_background(world, splat=splats)

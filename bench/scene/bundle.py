@@ -274,16 +274,20 @@ def _read_scene_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> SceneBundle:
-    """Load a scene bundle; the background is returned in the world frame.
+def read_scene_spec(path: str | os.PathLike) -> tuple[SceneBundle, Path]:
+    """Read and validate only ``scene.json`` (the background PLY is not touched).
 
     Args:
         path: Bundle directory (or its ``scene.json``).
-        drop_nonfinite: Drop NaN/Inf Gaussians instead of raising.
+
+    Returns:
+        A bundle with an empty background holding the name, registration, table,
+        keepouts, camera roles, unknown keys and ``root``; and the background
+        file path that ``scene.json`` names.
 
     Raises:
-        BenchError: Missing/invalid scene.json, a bad background file, a
-            non-similarity ``world_from_splat``, an empty table footprint.
+        BenchError: Missing/invalid scene.json, a non-similarity ``world_from_splat``,
+            an empty table footprint, malformed keepouts or camera roles.
     """
     path = Path(path)
     root = path.parent if path.name == SCENE_FILE else path
@@ -296,31 +300,44 @@ def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> Scen
         matrix = np.asarray(data.get("world_from_splat", np.eye(4).tolist()), dtype=np.float64)
     except (TypeError, ValueError):
         raise BenchError(f"{json_path}: world_from_splat must be a 4x4 list of numbers") from None
-    similarity = Similarity.from_matrix(matrix, source=f"{json_path}: world_from_splat")
+    Similarity.from_matrix(matrix, source=f"{json_path}: world_from_splat")  # validates
     table = TableSpec.from_json(data["table"]) if data.get("table") is not None else None
     keepouts = tuple(KeepoutBox.from_json(k) for k in data.get("keepouts") or [])
     cameras = data.get("cameras") or {}
     if not isinstance(cameras, dict) or not all(isinstance(v, str) for v in cameras.values()):
         raise BenchError(f"{json_path}: 'cameras' must map role names to relative file paths")
-    background_name = data.get("background", BACKGROUND_FILE)
-    splat = read_gaussians(root / background_name, drop_nonfinite=drop_nonfinite)
-    dropped = stored_count(root / background_name) - len(splat) if drop_nonfinite else 0
-    if dropped:
-        warnings.warn(f"{root / background_name}: dropped {dropped} Gaussians with NaN/Inf "
-                      f"values ({len(splat)} kept)", SceneWarning, stacklevel=2)
-    world = transform_splats(splat, similarity)
-    bundle = SceneBundle(
+    spec = SceneBundle(
         name=str(data.get("name", root.name)),
-        background=world,
+        background=GaussianSplats.empty(),
         world_from_splat=matrix,
         table=table,
         keepouts=keepouts,
         cameras=dict(cameras),
         root=root,
         extra_json={k: v for k, v in data.items() if k not in KNOWN_KEYS},
-        stored=(world, splat),
-        dropped_nonfinite=dropped,
     )
+    return spec, root / data.get("background", BACKGROUND_FILE)
+
+
+def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> SceneBundle:
+    """Load a scene bundle; the background is returned in the world frame.
+
+    Args:
+        path: Bundle directory (or its ``scene.json``).
+        drop_nonfinite: Drop NaN/Inf Gaussians instead of raising.
+
+    Raises:
+        BenchError: Missing/invalid scene.json, a bad background file, a
+            non-similarity ``world_from_splat``, an empty table footprint.
+    """
+    spec, background_path = read_scene_spec(path)
+    splat = read_gaussians(background_path, drop_nonfinite=drop_nonfinite)
+    dropped = stored_count(background_path) - len(splat) if drop_nonfinite else 0
+    if dropped:
+        warnings.warn(f"{background_path}: dropped {dropped} Gaussians with NaN/Inf "
+                      f"values ({len(splat)} kept)", SceneWarning, stacklevel=2)
+    world = transform_splats(splat, spec.similarity)
+    bundle = spec.replace(background=world, stored=(world, splat), dropped_nonfinite=dropped)
     check_table_in_bounds(bundle)
     return bundle
 

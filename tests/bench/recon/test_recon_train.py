@@ -242,6 +242,11 @@ def test_cli_bad_inputs_exit_2_with_one_line_and_write_nothing(capture, tmp_path
     code, _, err = run(["coverage", "plan", "--manifest", mixed / "capture.json", "--mode",
                         "random", "--out", tmp_path / "p.json"], capsys)
     assert_one_line_error(code, err, "coverage plan")
+    # a --scene reference that is not a bundle is refused before any training
+    code, _, err = run(["train", "--manifest", capture.manifest_path, "--out", out, "--iters", 1,
+                        "--scene", tmp_path / "nowhere"], capsys)
+    assert_one_line_error(code, err, "train")
+    assert "scene directory" in err and "not found" in err and not out.exists()
     # existing output directory
     out.mkdir()
     code, _, err = run(["train", "--manifest", capture.manifest_path, "--out", out,
