@@ -24,7 +24,7 @@ from bench.scene.transforms import Similarity, transform_splats
 from perturbations.base import EditStats
 from perturbations.registry import PERTURBATIONS, make_params, tool_id
 
-GROUPS = ("means", "quats", "log_scales", "sh_rest")  # arrays the similarity changes
+SIMILARITY_ARRAYS = ("means", "quats", "log_scales", "sh_rest")  # arrays the similarity changes
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,12 +78,12 @@ def to_splat_frame(edited: GaussianSplats, source_index: np.ndarray, world_in: G
     src = np.where(has_source, source_index, 0)
     if changed is None:
         changed = np.zeros(len(edited), dtype=bool)
-        for name in GROUPS:
+        for name in SIMILARITY_ARRAYS:
             changed |= ~_rows_equal(getattr(edited, name), getattr(world_in, name)[src])
     redo = np.flatnonzero(~has_source | changed)
     mapped = transform_splats(edited.subset(redo), similarity.inverse())
     arrays = {}
-    for name in GROUPS:
+    for name in SIMILARITY_ARRAYS:
         out = getattr(splat_in, name)[src]  # bit-exact copies of the stored rows
         keep = has_source[redo] & _rows_equal(getattr(edited, name)[redo],
                                                getattr(world_in, name)[src[redo]])
