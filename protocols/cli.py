@@ -333,9 +333,14 @@ def _whole(text: str, name: str) -> int:
 
 def _rates(text: str, name: str) -> list[float]:
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        rates = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise ValueError(f"--{name} must be comma-separated numbers, e.g. 0.2,0.5,0.9") from None
+    outside = [r for r in rates if not 0.0 <= r <= 1.0]  # also catches NaN
+    if outside:
+        raise ValueError(f"--{name} rate {outside[0]} is outside [0, 1]; pass success rates as "
+                         "fractions (e.g. 0.45 for 45%)")
+    return rates
 
 
 def _run_stats(args: argparse.Namespace) -> int:

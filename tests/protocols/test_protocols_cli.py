@@ -41,6 +41,8 @@ def test_stats_one_liners(bench_main, capsys):
         (("stats", "fisher", "1", "80", "9", "8.5"), "whole number"),
         (("stats", "wilson", "3", "20", "--confidence", "95"), "between 0 and 1"),
         (("stats", "mmrv", "--sim", "0.1,0.2", "--real", "0.3"), "pass one value"),
+        (("stats", "mmrv", "--sim", "45,20", "--real", "0.3,0.1"), "outside [0, 1]"),
+        (("stats", "mmrv", "--sim", "0.4,0.2", "--real", "0.3,nan"), "outside [0, 1]"),
         (("stats",), "name a statistic"),
         (("tables",), "name the paper"),
         (("tables", "yubi", "--data", "/nonexistent/yubi", "--out", "/tmp/x"), "not found"),
