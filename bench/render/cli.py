@@ -30,8 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "render", help="render a scene's Gaussians from cameras to PNG + depth",
         description="Render the background Gaussians of a scene bundle from a camera file "
-        "(JSON list, COLMAP model dir, or nerfstudio transforms.json).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        "(JSON list, COLMAP model dir, or nerfstudio transforms.json).")
     p.add_argument("--scene", required=True, metavar="SCENE_DIR", help="scene bundle directory")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--cameras", metavar="CAMS",
@@ -40,16 +39,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gsplat", "reference",
                                                          "torch"],
-                   help="rasterizer (auto = gsplat with CUDA, else cpu)")
+                   help="rasterizer (auto = gsplat with CUDA, else cpu) [default auto]")
     p.add_argument("--fisheye-mode", default="direct", choices=["direct", "cubemap"],
-                   help="how fisheye cameras are rendered")
+                   help="how fisheye cameras are rendered [default direct]")
     p.add_argument("--width", type=int, help="override image width in pixels (intrinsics scaled)")
     p.add_argument("--height", type=int,
                    help="override image height in pixels (intrinsics scaled); with only one of "
                    "--width/--height the other keeps the aspect ratio")
     p.add_argument("--background", default="0,0,0", metavar="R,G,B",
-                   help="background colour, three values in [0, 1]")
-    p.add_argument("--sh-degree", type=int, help="active SH degree, 0-3 (None = every stored band)")
+                   help="background colour, three values in [0, 1] [default 0,0,0]")
+    p.add_argument("--sh-degree", type=int,
+                   help="active SH degree, 0-3 [default: every stored band]")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=run_render)
 

@@ -29,48 +29,49 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Roll a registered policy out for --episodes initial conditions "
         "(--seed-start, --seed-start+1, ...) of a task's fixed grid in one scene bundle. "
         "Headless rendering uses MUJOCO_GL=egl.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--scene", required=True, help="scene bundle directory (scene.json)")
-    p.add_argument("--task", default="cup", help="task: cup, tape or pen")
+    p.add_argument("--task", default="cup", help="task: cup, tape or pen [default cup]")
     p.add_argument(
         "--policy",
         default="expert",
         help="registered policy: expert, noisy-expert, noisy-expert-8mm, noisy-expert-12mm, "
-        "visual-servo, visual-glance (need --obs-mode rgb), random, hold",
+        "visual-servo, visual-glance (need --obs-mode rgb), random, hold [default expert]",
     )
-    p.add_argument("--episodes", type=int, default=5, help="number of episodes (count)")
+    p.add_argument("--episodes", type=int, default=5, help="number of episodes (count) [default 5]")
     p.add_argument(
         "--seed-start",
         type=int,
         default=0,
-        help="first initial-condition index (grid index; also seeds policy noise)",
+        help="first initial-condition index (grid index; also seeds policy noise) [default 0]",
     )
-    p.add_argument("--policy-seed", type=int, default=0, help="base seed of the policy's own RNG")
+    p.add_argument("--policy-seed", type=int, default=0,
+                   help="base seed of the policy's own RNG [default 0]")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument(
         "--obs-mode",
         default="rgb",
         choices=["rgb", "state"],
-        help="rgb renders the wrist fisheye; state skips rendering (fast)",
+        help="rgb renders the wrist fisheye; state skips rendering (fast) [default rgb]",
     )
     p.add_argument(
         "--background",
         default="gaussian",
         choices=["gaussian", "none"],
-        help="draw the scene's Gaussians behind the objects, or black",
+        help="draw the scene's Gaussians behind the objects, or black [default gaussian]",
     )
     p.add_argument(
         "--fisheye-mode",
         default="cubemap",
         choices=["cubemap", "direct"],
-        help="how the Gaussian background is projected into the fisheye",
+        help="how the Gaussian background is projected into the fisheye [default cubemap]",
     )
     p.add_argument(
         "--render-backend",
         default="auto",
-        help="bench.render backend: auto (gsplat on CUDA, else cpu), cpu, gsplat, torch, reference",
+        help="bench.render backend: auto (gsplat on CUDA, else cpu), cpu, gsplat, torch, "
+        "reference [default auto]",
     )
     p.add_argument(
         "--image-size",
@@ -78,31 +79,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         nargs=2,
         default=[128, 128],
         metavar=("H", "W"),
-        help="wrist image height and width in pixels",
+        help="wrist image height and width in pixels [default 128 128]",
     )
     p.add_argument(
         "--grasp",
         default="contact",
         choices=["contact", "friction"],
-        help="YUBI contact-attach rule or frictional grasp with a force threshold",
+        help="YUBI contact-attach rule or frictional grasp with a force threshold "
+        "[default contact]",
     )
     p.add_argument(
         "--force-threshold",
         type=float,
         default=15.0,
-        help="frictional grasp: total pad force (newtons) at which the fingers stop closing",
+        help="frictional grasp: total pad force (newtons) at which the fingers stop closing "
+        "[default 15 N]",
     )
     p.add_argument(
         "--execute",
         type=int,
         default=None,
-        help="actions executed per chunk (frames; default: task's, 16 cup / 8 tape, pen)",
+        help="actions executed per chunk (frames) [default: the task's, 16 cup / 8 tape, pen]",
     )
     p.add_argument(
         "--max-frames",
         type=int,
         default=None,
-        help="time limit in 10 Hz frames (default: task's, 600)",
+        help="time limit in 10 Hz frames [default: the task's, 600]",
     )
     p.add_argument("--video", action="store_true", help="write the wrist view of each episode")
     p.add_argument(
@@ -114,7 +117,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--video-format",
         default="gif",
         choices=["gif", "mp4"],
-        help="gif (always available) or mp4 (needs imageio-ffmpeg)",
+        help="gif (always available) or mp4 (needs imageio-ffmpeg) [default gif]",
     )
     p.set_defaults(func=run_rollout)
 

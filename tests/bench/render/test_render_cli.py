@@ -86,3 +86,18 @@ def test_cameras_convert_cli(tmp_path):
                  str(tmp_path / "transforms.json")]) == 0
     back = load_cameras(tmp_path / "transforms.json")
     np.testing.assert_allclose(back[0].world_from_camera, cams[0].world_from_camera, atol=1e-12)
+
+
+def test_render_help_states_units_and_defaults_without_none_noise():
+    import argparse
+
+    from bench.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    text = sub.choices["render"].format_help()
+    assert "(default: None)" not in text and "(default: False)" not in text
+    helps = {a.dest: a.help for a in sub.choices["render"]._actions}
+    assert "pixels" in helps["width"] and "pixels" in helps["height"]
+    assert helps["background"].endswith("[default 0,0,0]")
+    assert helps["backend"].endswith("[default auto]")
