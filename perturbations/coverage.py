@@ -214,11 +214,19 @@ class CoveragePlan:
                              f"not {self.views!r}")
         if len(set(self.frames)) != len(self.frames):
             raise BenchError(f"{source}: frame ids are not unique")
-        kept, removed = set(self.kept), set(self.removed)
-        if kept & removed or kept | removed != set(self.frames) or (
-            len(self.kept) + len(self.removed) != len(self.frames)
-        ):
-            raise BenchError(f"{source}: kept and removed frames do not partition the frame list")
+        kept, removed, frames = set(self.kept), set(self.removed), set(self.frames)
+        problem = None
+        if kept & removed:
+            problem = f"frame {sorted(kept & removed)[0]!r} is both kept and removed"
+        elif (kept | removed) - frames:
+            problem = f"frame {sorted((kept | removed) - frames)[0]!r} is not in its frame list"
+        elif frames - (kept | removed):
+            problem = f"frame {sorted(frames - (kept | removed))[0]!r} is neither kept nor removed"
+        elif len(self.kept) + len(self.removed) != len(self.frames):
+            problem = "a frame is listed twice in kept or removed"
+        if problem:
+            raise BenchError(f"{source}: kept and removed frames do not partition the frame list "
+                             f"({problem}); recreate the plan with `bench coverage plan`")
         order = {f: i for i, f in enumerate(self.frames)}
         for name, ids in (("kept", self.kept), ("removed", self.removed)):
             positions = [order[f] for f in ids]

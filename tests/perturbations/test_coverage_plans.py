@@ -124,9 +124,18 @@ def test_save_load_round_trip_and_missing_frames(tmp_path):
     assert manifest["counts"] == {"frames": 40, "kept": 28, "removed": 12}
     with pytest.raises(BenchError, match="references frame 'f0039'"):
         loaded.check_against(ids(39))
-    manifest["kept"] = manifest["kept"][1:]
-    path.write_text(json.dumps(manifest))
-    with pytest.raises(BenchError, match="partition"):
+    dropped, first = dict(manifest), manifest["kept"][0]
+    dropped["kept"] = manifest["kept"][1:]
+    path.write_text(json.dumps(dropped))
+    with pytest.raises(BenchError, match=f"partition.*{first!r} is neither kept nor removed"):
+        CoveragePlan.load(path)
+    alien = dict(manifest, kept=[*manifest["kept"], "zzz"])
+    path.write_text(json.dumps(alien))
+    with pytest.raises(BenchError, match="'zzz' is not in its frame list.*bench coverage plan"):
+        CoveragePlan.load(path)
+    both = dict(manifest, kept=sorted([*manifest["kept"], manifest["removed"][0]]))
+    path.write_text(json.dumps(both))
+    with pytest.raises(BenchError, match="is both kept and removed"):
         CoveragePlan.load(path)
 
 
