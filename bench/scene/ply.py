@@ -100,6 +100,9 @@ class PlyHeader:
 
 
 # ------------------------------------------------------------------ header
+REEXPORT = "the header is damaged or non-standard: re-export the PLY from your 3DGS tool"
+
+
 def parse_header(data: bytes | np.ndarray, *, source: str = "PLY") -> PlyHeader:
     """Parse a PLY header from the start of ``data`` (bytes or a uint8 array).
 
@@ -133,11 +136,12 @@ def parse_header(data: bytes | np.ndarray, *, source: str = "PLY") -> PlyHeader:
             fmt = FORMATS[words[1]]
         elif words[0] == "element":
             if len(words) != 3 or not words[2].isdigit():
-                raise BenchError(f"{source}: malformed PLY header line {raw.strip()!r}")
+                raise BenchError(f"{source}: malformed PLY header line {raw.strip()!r}; {REEXPORT}")
             elements.append((words[1], int(words[2]), []))
         elif words[0] == "property":
             if not elements:
-                raise BenchError(f"{source}: PLY property before any element: {raw.strip()!r}")
+                raise BenchError(f"{source}: PLY property before any element: {raw.strip()!r}; "
+                                 f"{REEXPORT}")
             name, count, props = elements[-1]
             if len(words) >= 2 and words[1] == "list":
                 if name == "vertex":
@@ -146,23 +150,26 @@ def parse_header(data: bytes | np.ndarray, *, source: str = "PLY") -> PlyHeader:
                 props.append((words[-1], "list"))
                 continue
             if len(words) != 3 or words[1] not in PLY_TYPES:
-                raise BenchError(f"{source}: unsupported PLY property line {raw.strip()!r}")
+                raise BenchError(f"{source}: unsupported PLY property line {raw.strip()!r}; "
+                                 f"{REEXPORT}")
             props.append((words[2], PLY_TYPES[words[1]]))
         else:
-            raise BenchError(f"{source}: unexpected PLY header line {raw.strip()!r}")
+            raise BenchError(f"{source}: unexpected PLY header line {raw.strip()!r}; {REEXPORT}")
     if fmt is None:
         raise BenchError(f"{source}: PLY header has no 'format' line; the file is damaged")
     vertex_at = [i for i, e in enumerate(elements) if e[0] == "vertex"]
     if not vertex_at:
         raise BenchError(f"{source}: PLY file has no 'vertex' element; not a Gaussian splat file")
     if any(count > 0 for _, count, _ in elements[: vertex_at[0]]):
-        raise BenchError(f"{source}: the 'vertex' element must come first in the PLY file")
+        raise BenchError(f"{source}: the 'vertex' element must come first in the PLY file; "
+                         f"{REEXPORT}")
     _, num, vertex_props = elements[vertex_at[0]]
     properties, offset = [], 0
     seen = set()
     for name, code in vertex_props:
         if name in seen:
-            raise BenchError(f"{source}: vertex property {name!r} appears twice in the PLY header")
+            raise BenchError(f"{source}: vertex property {name!r} appears twice in the PLY header; "
+                             f"{REEXPORT}")
         seen.add(name)
         properties.append(PlyProperty(name, code, offset))
         offset += int(code[1])

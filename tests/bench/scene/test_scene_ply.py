@@ -198,12 +198,19 @@ def test_truncated_file(tmp_path):
      "missing required vertex properties opacity"),
     (lambda b: b.replace(b"element vertex", b"element vertez"), "no 'vertex' element"),
     (lambda b: b.replace(b"property float x", b"property quad x"), "unsupported PLY property"),
+    (lambda b: b.replace(b"element vertex 20", b"element vertex -20"),
+     "malformed PLY header line 'element vertex -20'; .* re-export"),
+    (lambda b: b.replace(b"property float y", b"property float x"), "'x' appears twice"),
+    (lambda b: b.replace(b"format binary", b"fromat binary"), "unexpected PLY header line"),
+    (lambda b: b.replace(b"element vertex 20", b"element face 1\nelement vertex 20"),
+     "'vertex' element must come first"),
 ])
 def test_wrong_header(tmp_path, mutate, message):
     path = good_file(tmp_path)
     path.write_bytes(mutate(path.read_bytes()))
-    with pytest.raises(BenchError, match=message):
+    with pytest.raises(BenchError, match=message) as caught:
         read_ply(path)
+    assert "\n" not in str(caught.value)  # one line, for the CLI
 
 
 def test_bad_rest_count(tmp_path):
