@@ -49,10 +49,14 @@ class Scorer:
 
     info: ScorerInfo
 
-    def score(self, pred: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
+    def score(  # [N,H,W,3] (+ ref [N,H,W,3]) -> [N] per image, or [1] per sequence
+        self, pred: np.ndarray, ref: np.ndarray | None = None
+    ) -> np.ndarray:
         raise NotImplementedError
 
-    def __call__(self, pred: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
+    def __call__(  # [N,H,W,3] (+ ref [N,H,W,3]) -> [N] or [1]
+        self, pred: np.ndarray, ref: np.ndarray | None = None
+    ) -> np.ndarray:
         """Score a batch; FR scorers require ``ref`` and NR scorers refuse it."""
         from bench.errors import BenchError
 

@@ -100,7 +100,7 @@ def to_float64(images: np.ndarray) -> np.ndarray:
     return images.astype(np.float64, copy=False)
 
 
-def check_pair(pred: np.ndarray, ref: np.ndarray) -> None:
+def check_pair(pred: np.ndarray, ref: np.ndarray) -> None:  # [N,H,W,3] x2
     """Refuse prediction/reference batches whose shapes differ."""
     if pred.shape != ref.shape:
         raise BenchError(

@@ -91,5 +91,7 @@ class LPIPS(Scorer):
         self.batch_size = batch_size
         self.net, self.weights_source = build_lpips_network(device=device)
 
-    def score(self, pred: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
+    def score(  # [N,H,W,3] x2 -> [N]
+        self, pred: np.ndarray, ref: np.ndarray | None = None
+    ) -> np.ndarray:
         return lpips_distance(self.net, pred, ref, device=self.device, batch_size=self.batch_size)

@@ -99,7 +99,9 @@ class NVSSQA(Scorer):
             )
         return sequence_features(self.encoder, seq, device=self.device)
 
-    def score(self, pred: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
+    def score(  # [N,H,W,3] -> [1] (one sequence)
+        self, pred: np.ndarray, ref: np.ndarray | None = None
+    ) -> np.ndarray:
         """Score one sequence ``pred`` ``[N, H, W, 3]`` (or a list of equally sized frames)."""
         if isinstance(pred, list | tuple):
             sizes = {np.shape(f) for f in pred}

@@ -46,5 +46,7 @@ class PSNR(Scorer):
     def __init__(self, info: ScorerInfo, *, device: str = "cpu") -> None:
         self.info = info
 
-    def score(self, pred: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
+    def score(  # [N,H,W,3] x2 -> [N]
+        self, pred: np.ndarray, ref: np.ndarray | None = None
+    ) -> np.ndarray:
         return psnr(pred, ref)

@@ -147,7 +147,9 @@ class PyiqaScorer(Scorer):
         self.batch_size = batch_size
         self.metric = create_offline(name, device=device)
 
-    def score(self, pred: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
+    def score(  # [N,H,W,3] (+ ref) -> [N]
+        self, pred: np.ndarray, ref: np.ndarray | None = None
+    ) -> np.ndarray:
         import torch
 
         pred = as_image_batch(pred, name="pred")

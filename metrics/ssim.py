@@ -158,5 +158,7 @@ class SSIM(Scorer):
         self.device = device
         self.batch_size = batch_size
 
-    def score(self, pred: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
+    def score(  # [N,H,W,3] x2 -> [N]
+        self, pred: np.ndarray, ref: np.ndarray | None = None
+    ) -> np.ndarray:
         return ssim(pred, ref, device=self.device, batch_size=self.batch_size)

@@ -176,7 +176,9 @@ def _camera_names(cameras: Sequence[Any]) -> list[str]:
     return names if len(set(names)) == len(names) else [f"view_{i:04d}" for i in range(len(names))]
 
 
-def match_references(gt_dir: str | os.PathLike, frame_names: Sequence[str]) -> np.ndarray:
+def match_references(  # -> [N, H, W, 3] uint8
+    gt_dir: str | os.PathLike, frame_names: Sequence[str]
+) -> np.ndarray:
     """Captured images aligned with cameras: by camera name (file name or stem), else by order.
 
     Raises:

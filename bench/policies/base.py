@@ -31,7 +31,9 @@ class Policy(Protocol):
     def reset(self, *, seed: int | None = None) -> None:
         """Start an episode (reseed any noise from ``seed``)."""
 
-    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
+    def act(  # -> [chunk_size, 7] (or [7] with control='single')
+        self, obs: dict[str, np.ndarray], info: dict[str, Any]
+    ) -> np.ndarray:
         """Return the next action chunk ``[chunk_size, 7]`` (or ``[7]`` in single-step mode)."""
 
 

@@ -34,7 +34,9 @@ class NoisyExpert(ScriptedExpert):
         super().reset(seed=seed)
         self._rng = np.random.default_rng([self.seed, 0 if seed is None else seed])
 
-    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
+    def act(  # -> [chunk_size, 7] or [7]
+        self, obs: dict[str, np.ndarray], info: dict[str, Any]
+    ) -> np.ndarray:
         chunk = np.array(super().act(obs, info), dtype=np.float64)
         rows = np.atleast_2d(chunk)
         rows[:, :3] += self._rng.normal(0.0, self.noise, size=(rows.shape[0], 3))
@@ -54,7 +56,9 @@ class RandomPolicy:
     def reset(self, *, seed: int | None = None) -> None:
         self._rng = np.random.default_rng([self.seed, 0 if seed is None else seed])
 
-    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
+    def act(  # -> [chunk_size, 7] or [7]
+        self, obs: dict[str, np.ndarray], info: dict[str, Any]
+    ) -> np.ndarray:
         low, high = self.space.low, self.space.high
         return self._rng.uniform(low, high).astype(np.float32)
 
@@ -71,7 +75,9 @@ class HoldPolicy:
     def reset(self, *, seed: int | None = None) -> None:
         pass
 
-    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
+    def act(  # -> [chunk_size, 7] or [7]
+        self, obs: dict[str, np.ndarray], info: dict[str, Any]
+    ) -> np.ndarray:
         action = np.zeros(self.shape, dtype=np.float32)
         action[..., 6] = self.opening
         return action

@@ -93,7 +93,9 @@ class ScriptedExpert:
         self._close_start = None
 
     # -- planning -------------------------------------------------------------------------
-    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
+    def act(  # -> [chunk_size, 7] or [7]
+        self, obs: dict[str, np.ndarray], info: dict[str, Any]
+    ) -> np.ndarray:
         state: TaskState = info["state"]
         target = np.asarray(info["tcp_target"], dtype=np.float64)
         opening = float(info["grasp"]["commanded_opening"])

@@ -158,7 +158,7 @@ def render_batch(
     return [render(splats, cam, **{**options, "backend": name}) for cam in cameras]
 
 
-def stack_outputs(outputs: Sequence[RenderOutput]) -> dict[str, np.ndarray]:
+def stack_outputs(outputs: Sequence[RenderOutput]) -> dict[str, np.ndarray]:  # [B, H, W, ...]
     """Stack same-size outputs into arrays [B, H, W, ...] keyed by field name."""
     fields = ("rgb", "depth", "alpha", "valid")
     return {k: np.stack([getattr(o, k) for o in outputs]) for k in fields}

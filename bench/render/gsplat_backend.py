@@ -115,7 +115,9 @@ def render_gsplat_batch(
     return outputs  # type: ignore[return-value]
 
 
-def _to_output(camera: Camera, colors: np.ndarray, alpha: np.ndarray) -> RenderOutput:
+def _to_output(  # colors [H, W, 4] (RGB + expected depth), alpha [H, W]
+    camera: Camera, colors: np.ndarray, alpha: np.ndarray
+) -> RenderOutput:
     rgb = colors[..., :3].astype(np.float32)
     depth = colors[..., 3].astype(np.float32)  # expected z (already divided by alpha)
     valid = np.ones(alpha.shape, bool)

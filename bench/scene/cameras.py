@@ -142,7 +142,7 @@ class Camera:
         """A copy with some fields replaced (validated again)."""
         return dataclasses.replace(self, **changes)
 
-    def with_pose(self, world_from_camera: np.ndarray) -> Camera:
+    def with_pose(self, world_from_camera: np.ndarray) -> Camera:  # [4, 4]
         """The same intrinsics at another pose."""
         return self.replace(world_from_camera=world_from_camera)
 
@@ -296,7 +296,7 @@ class Camera:
 
 
 @functools.lru_cache(maxsize=16)
-def _pixel_rays(key: tuple) -> tuple[np.ndarray, np.ndarray]:
+def _pixel_rays(key: tuple) -> tuple[np.ndarray, np.ndarray]:  # -> [H, W, 3], [H, W]
     model, width, height, fx, fy, cx, cy, distortion, fov_deg = key
     cam = Camera(model, width, height, fx, fy, cx, cy, np.eye(4), distortion=distortion,
                  fov_deg=fov_deg)
@@ -309,7 +309,7 @@ def _pixel_rays(key: tuple) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- validation
-def _validated_pose(pose: np.ndarray, name: str) -> np.ndarray:
+def _validated_pose(pose: np.ndarray, name: str) -> np.ndarray:  # [4, 4] -> [4, 4]
     pose = np.array(pose, dtype=np.float64)
     if pose.shape != (4, 4):
         raise ValueError(f"camera {name!r} world_from_camera has shape {pose.shape}; expected 4x4")
@@ -335,12 +335,14 @@ def _validated_pose(pose: np.ndarray, name: str) -> np.ndarray:
     return pose
 
 
-def _distort_theta(theta: np.ndarray, k: Sequence[float]) -> np.ndarray:
+def _distort_theta(theta: np.ndarray, k: Sequence[float]) -> np.ndarray:  # [...] -> [...]
     t2 = theta * theta
     return theta * (1.0 + t2 * (k[0] + t2 * (k[1] + t2 * (k[2] + t2 * k[3]))))
 
 
-def _distort_theta_derivative(theta: np.ndarray, k: Sequence[float]) -> np.ndarray:
+def _distort_theta_derivative(  # [...] -> [...]
+    theta: np.ndarray, k: Sequence[float]
+) -> np.ndarray:
     t2 = theta * theta
     return 1.0 + t2 * (3 * k[0] + t2 * (5 * k[1] + t2 * (7 * k[2] + t2 * 9 * k[3])))
 
@@ -625,14 +627,14 @@ def _colmap_intrinsics(model_name: str, params: list[float], cam_id: int) -> dic
     )
 
 
-def _qvec_to_rotation(q: Sequence[float]) -> np.ndarray:
+def _qvec_to_rotation(q: Sequence[float]) -> np.ndarray:  # [4] (w, x, y, z) -> [3, 3]
     from scipy.spatial.transform import Rotation
 
     w, x, y, z = q
     return Rotation.from_quat([x, y, z, w]).as_matrix()
 
 
-def _rotation_to_qvec(rot: np.ndarray) -> list[float]:
+def _rotation_to_qvec(rot: np.ndarray) -> list[float]:  # [3, 3] -> [4] (w, x, y, z)
     from scipy.spatial.transform import Rotation
 
     x, y, z, w = Rotation.from_matrix(rot).as_quat()

@@ -134,7 +134,9 @@ class Grasp:
             touching[roles[hits, b] - 2, roles[hits, a]] = True
         return touching
 
-    def pad_contacts_reference(self, model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
+    def pad_contacts_reference(  # -> [n_objects, 2] bool
+        self, model: mujoco.MjModel, data: mujoco.MjData
+    ) -> np.ndarray:
         """Plain per-contact loop over geom and body names (reference for :meth:`pad_contacts`)."""
         touching = np.zeros((len(self.objects), 2), dtype=bool)
         pads = {"left_pad": 0, "right_pad": 1}

@@ -37,16 +37,18 @@ class Robot(Protocol):
     name: str
     max_opening: float  # metres between the finger pads when fully open
 
-    def build(self, spec: mujoco.MjSpec, *, home: np.ndarray) -> None:
+    def build(self, spec: mujoco.MjSpec, *, home: np.ndarray) -> None:  # home [4, 4]
         """Add bodies, joints, actuators and the wrist camera body to ``spec``."""
 
     def bind(self, model: mujoco.MjModel) -> None:
         """Cache ids after compilation."""
 
-    def reset(self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float) -> None:
+    def reset(  # world_from_tcp [4, 4]
+        self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float
+    ) -> None:
         """Place the robot at a TCP pose with a finger opening (before ``mj_forward``)."""
 
-    def command(
+    def command(  # position [3], quaternion [4] (w, x, y, z)
         self, data: mujoco.MjData, *, position: np.ndarray, quaternion: np.ndarray, opening: float
     ) -> None:
         """Track a TCP pose and finger opening; called every physics step.
@@ -58,13 +60,13 @@ class Robot(Protocol):
             opening: Finger opening target, metres.
         """
 
-    def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:
+    def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
         """Measured TCP pose [4, 4]."""
 
     def opening(self, data: mujoco.MjData) -> float:
         """Measured finger opening, metres."""
 
-    def camera_pose(self, data: mujoco.MjData) -> np.ndarray:
+    def camera_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
         """World-from-wrist-camera [4, 4] in OpenCV axes."""
 
 
@@ -114,7 +116,7 @@ class FloatingGripper:
         self._ids: dict[str, int] = {}
 
     # -- model construction -------------------------------------------------------------
-    def build(self, spec: mujoco.MjSpec, *, home: np.ndarray) -> None:
+    def build(self, spec: mujoco.MjSpec, *, home: np.ndarray) -> None:  # home [4, 4]
         cfg = self.config
         home_quat = list(mat_to_quat(home[:3, :3]))
         home_pos = list(map(float, home[:3, 3]))
@@ -232,7 +234,9 @@ class FloatingGripper:
         }
 
     # -- runtime --------------------------------------------------------------------------
-    def reset(self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float) -> None:
+    def reset(  # world_from_tcp [4, 4]
+        self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float
+    ) -> None:
         ids = self._ids
         quat = mat_to_quat(world_from_tcp[:3, :3])
         data.qpos[ids["hand_qpos"] : ids["hand_qpos"] + 3] = world_from_tcp[:3, 3]
@@ -242,7 +246,7 @@ class FloatingGripper:
         data.qpos[ids["right_qpos"]] = half
         self.command(data, position=world_from_tcp[:3, 3], quaternion=quat, opening=opening)
 
-    def command(
+    def command(  # position [3], quaternion [4] (w, x, y, z)
         self, data: mujoco.MjData, *, position: np.ndarray, quaternion: np.ndarray, opening: float
     ) -> None:
         ids = self._ids
@@ -250,14 +254,14 @@ class FloatingGripper:
         data.mocap_quat[ids["mocap"]] = quaternion
         data.ctrl[ids["actuator"]] = min(max(float(opening), 0.0), self.max_opening) / 2
 
-    def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:
+    def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
         hand = self._ids["hand"]
         return pose(data.xmat[hand].reshape(3, 3), data.xpos[hand])
 
     def opening(self, data: mujoco.MjData) -> float:
         return float(data.qpos[self._ids["left_qpos"]] + data.qpos[self._ids["right_qpos"]])
 
-    def camera_pose(self, data: mujoco.MjData) -> np.ndarray:
+    def camera_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
         cam = self._ids["camera"]
         return pose(data.xmat[cam].reshape(3, 3), data.xpos[cam])
 

@@ -282,7 +282,9 @@ class World:
                 return f"left_workspace:{name}"
         return None
 
-    def clip_target(self, world_from_tcp: np.ndarray) -> tuple[np.ndarray, bool]:
+    def clip_target(  # [4, 4] -> ([4, 4], clipped)
+        self, world_from_tcp: np.ndarray
+    ) -> tuple[np.ndarray, bool]:
         """Clip a TCP target into the workspace box above the table; returns (target, clipped)."""
         local = np.linalg.inv(self.world_from_table) @ np.append(world_from_tcp[:3, 3], 1.0)
         half = np.asarray(self.table.size) / 2 + WORKSPACE_MARGIN
