@@ -20,6 +20,7 @@ Success counts are ``success_rate * num_trials`` and must be whole numbers.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,11 +137,28 @@ def _read_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
         return list(reader)
 
 
+def _number(path: Path, column: str, text: str | None, kind: type = float) -> float | int:
+    """Parse one CSV cell, naming the file, column and value when it is not a number."""
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{path.name}: column {column} holds {text!r}, not "
+                         f"{'an integer' if kind is int else 'a number'}; fix the file "
+                         "(or re-copy the YUBI data)") from None
+    if kind is float and not math.isfinite(value):
+        raise ValueError(f"{path.name}: column {column} holds {text!r}; fix the file")
+    return value
+
+
 def _count(path: Path, rate: str, trials: str) -> tuple[int, int]:
-    n = int(trials)
-    k_float = float(rate) * n
+    n = _number(path, "num_trials", trials, int)
+    rate_value = _number(path, "success_rate", rate)
+    if n < 1 or not 0.0 <= rate_value <= 1.0:
+        raise ValueError(f"{path.name}: success_rate {rate} with num_trials {trials}; a rate "
+                         "must lie in [0, 1] over at least one trial (fix the file)")
+    k_float = rate_value * n
     k = round(k_float)
-    if abs(k - k_float) > 1e-6 or not 0 <= k <= n:
+    if abs(k - k_float) > 1e-6:
         raise ValueError(
             f"{path.name}: success_rate {rate} x num_trials {trials} is not a whole number of "
             "successes; the data must hold exact rates"
@@ -211,7 +229,7 @@ def load_yubi(data_dir: str | Path) -> YubiData:
         files.append(mae_path)
         for row in _read_rows(mae_path, ("condition", "scene", "n_policy_cells", "mae_pp")):
             published_mae[(row["condition"], row["scene"])] = (
-                int(row["n_policy_cells"]),
+                _number(mae_path, "n_policy_cells", row["n_policy_cells"], int),
                 row["mae_pp"],
             )
     return YubiData(
@@ -237,8 +255,8 @@ def _reliability_rows(path: Path) -> list[ReliabilityRow]:
                 target=row["target"],
                 scene=row["heldout_scene"],
                 variant=row["variant"],
-                quality=float(row["quality"]),
-                label=int(row["label"]),
+                quality=_number(path, "quality", row["quality"]),
+                label=_number(path, "label", row["label"], int),
                 published_prediction=int(row.get("prediction") or -1),
                 published_fit_status=row.get("fit_status") or "",
             )

@@ -118,3 +118,29 @@ def test_refuses_out_inside_data(bench_main, capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "would replace the input data" in err[0]
     assert (data / "mae.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fragment"),
+    [
+        ("0.9,20", "1.5,20", "must lie in [0, 1]"),  # 1.5 x 20 = 30 is whole but not a rate
+        ("0.9,20", "0.9,-20", "must lie in [0, 1] over at least one trial"),
+        ("0.9,20", "abc,20", "column success_rate holds 'abc', not a number"),
+        ("0.9,20", "0.9,twenty", "column num_trials holds 'twenty', not an integer"),
+        ("0.9,20", "0.93,20", "not a whole number of successes"),
+    ],
+)
+def test_damaged_data_one_line_error_nothing_written(bench_main, capsys, tmp_path, old, new,
+                                                     fragment):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "results" / "yubi" / "data", data)
+    duo = data / "success_rate_overall" / "Duo.csv"
+    text = duo.read_text()
+    assert old in text
+    duo.write_text(text.replace(old, new, 1))
+    code = bench_main(["tables", "yubi", "--data", str(data), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "Duo.csv" in err[0] and fragment in err[0], err
+    assert not (tmp_path / "out").exists()
