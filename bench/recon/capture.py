@@ -529,7 +529,7 @@ def _score_video(path: str | os.PathLike, *,
     capture = cv2.VideoCapture(str(path))
     if not capture.isOpened():
         raise BenchError(f"OpenCV cannot open video {path}; convert it to MP4 (H.264) or "
-                         "extract frames and use select_from_images")
+                         "extract frames (bench capture select --images, or select_from_images)")
     fps = float(capture.get(cv2.CAP_PROP_FPS)) or 0.0
     total = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
     scores = []
@@ -544,8 +544,8 @@ def _score_video(path: str | os.PathLike, *,
     if not scores:
         raise BenchError(f"video {path} has no readable frames")
     if not fps > 0:
-        raise BenchError(f"video {path} reports no frame rate; extract frames and use "
-                         "select_from_images with fps or timestamps")
+        raise BenchError(f"video {path} reports no frame rate; extract its frames and pass "
+                         "them with --images and --fps (select_from_images in Python)")
     return np.asarray(scores), fps
 
 

@@ -136,6 +136,15 @@ def _run_capture_select(args: argparse.Namespace) -> int:
     images = _pairs(args.images, "--images")
     if bool(videos) == bool(images):
         raise BenchError("give either --video LENS=PATH or --images LENS=DIR (not both)")
+    sources = videos or images
+    if args.intervals < 1:  # before scanning any video
+        raise BenchError(f"--intervals must be >= 1, got {args.intervals}")
+    if images and (args.fps is None or not args.fps > 0):
+        raise BenchError("--images needs --fps, the frame rate of the sequences in frames/s")
+    unknown = sorted(set(_pairs(args.camera, "--camera")) - set(sources))
+    if unknown:
+        raise BenchError(f"--camera names lens {unknown[0]!r}, which has no --video/--images; "
+                         f"lenses given: {', '.join(sorted(sources))}")
     cameras = {lens: load_cameras(path)[0] for lens, path in _pairs(args.camera,
                                                                    "--camera").items()}
     if args.out.exists() and not args.overwrite:
@@ -149,13 +158,15 @@ def _run_capture_select(args: argparse.Namespace) -> int:
             for lens, folder in images.items():
                 files = sorted(p for p in Path(folder).glob("*")
                                if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".tif", ".tiff"))
+                if not files:
+                    raise BenchError(f"no .png/.jpg/.tif images in {folder} (lens {lens!r}); "
+                                     "pass the folder of extracted frames")
                 lists[lens] = [p.resolve() for p in files]
             frames = select_from_images(lists, intervals=args.intervals, fps=args.fps,
                                         root=args.out.resolve(), cameras=cameras,
                                         show_progress=True)
         selected = CaptureManifest(tuple(frames), root=tmp)
         selected.save(tmp / "capture.json")
-        sources = videos or images
         _write_capture_provenance(
             tmp / "capture.json", selected, tool="capture-select/1",
             params={"intervals": args.intervals, "fps": args.fps,

@@ -80,3 +80,20 @@ def test_capture_errors_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "LENS=PATH" in err
     assert not (tmp_path / "c").exists()
+    fisheye_sequence(tmp_path / "left", sharp={1})
+    (tmp_path / "empty").mkdir()
+    save_cameras(tmp_path / "cam.json",
+                 [Camera.equidistant_fisheye(80, 60, fov_deg=200.0, world_from_camera=np.eye(4))])
+    left = f"left={tmp_path / 'left'}"
+    for argv, fragment in [
+        (["--images", left, "--fps", "10", "--intervals", "0"], "--intervals must be >= 1"),
+        (["--images", left, "--intervals", "2"], "--images needs --fps"),
+        (["--images", f"left={tmp_path / 'empty'}", "--fps", "10", "--intervals", "2"],
+         "no .png/.jpg/.tif images in"),
+        (["--images", left, "--fps", "10", "--intervals", "2", "--camera",
+          f"right={tmp_path / 'cam.json'}"], "--camera names lens 'right', which has no"),
+    ]:
+        code = main(["capture", "select", *argv, "--out", str(tmp_path / "c")])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and fragment in err, err
+        assert not (tmp_path / "c").exists()
