@@ -62,7 +62,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     conv.add_argument("src", help="input: .json list, COLMAP model dir, or transforms.json")
     conv.add_argument("dst", help="output file (.json / transforms.json) or COLMAP directory")
     conv.add_argument("--format", choices=["json", "colmap-text", "colmap-binary", "transforms"],
-                      help="output format (default: from the destination name)")
+                      help="output format [default: from the destination name: transforms.json, "
+                      "*.json, or a directory without suffix = colmap-text]")
+    conv.add_argument("--overwrite", action="store_true", help="replace an existing destination")
     conv.set_defaults(func=run_convert)
 
 
@@ -193,8 +195,20 @@ def run_render(args: argparse.Namespace) -> int:
 
 def run_convert(args: argparse.Namespace) -> int:
     """Handler of ``bench cameras convert``."""
-    from bench.scene.cameras import convert_cameras
+    from pathlib import Path
 
-    cameras = convert_cameras(args.src, args.dst, format=args.format)
+    from bench.errors import BenchError
+    from bench.scene.cameras import load_cameras, save_cameras
+
+    dst = Path(args.dst)
+    if dst.exists() and not args.overwrite and (dst.is_file() or any(dst.iterdir())):
+        raise BenchError(f"{dst} exists; pass --overwrite or choose another destination")
+    cameras = load_cameras(args.src)
+    save_cameras(dst, cameras, format=args.format)
     print(f"converted {len(cameras)} camera(s): {args.src} -> {args.dst}")
+    written = args.format or ("colmap-text" if dst.suffix == "" else "json")
+    if written.startswith("colmap") and any(c.fov_deg is not None for c in cameras):
+        print("bench cameras convert: note: COLMAP has no field for the fisheye fov_deg; the "
+              "lens limit is dropped (the valid image circle then follows the distortion "
+              "polynomial); keep a .json or transforms.json copy to preserve it", file=sys.stderr)
     return 0

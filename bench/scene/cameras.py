@@ -501,7 +501,8 @@ def save_cameras(path: str | os.PathLike, cameras: Sequence[Camera], *,
         cameras: The cameras.
         format: One of ``FORMATS``. Default: ``transforms`` for a file named
             ``transforms.json``, ``json`` for other ``.json`` names,
-            ``colmap-text`` otherwise (``path`` is then a directory).
+            ``colmap-text`` for a name without suffix (``path`` is then a directory);
+            other suffixes are refused.
     """
     path = Path(path)
     if format is None:
@@ -509,8 +510,14 @@ def save_cameras(path: str | os.PathLike, cameras: Sequence[Camera], *,
             format = "transforms"
         elif path.suffix == ".json":
             format = "json"
-        else:
+        elif path.suffix == "":
             format = "colmap-text"
+        else:  # e.g. "out.txt" would silently become a COLMAP directory
+            raise ValueError(
+                f"cannot tell the camera file format from the name {path.name!r}; name a .json "
+                "file, a transforms.json, or a COLMAP model directory (no suffix), or pass the "
+                f"format explicitly (one of {FORMATS})"
+            )
     if format not in FORMATS:
         raise ValueError(f"unknown camera file format {format!r}; use one of {FORMATS}")
     cameras = list(cameras)

@@ -101,3 +101,28 @@ def test_render_help_states_units_and_defaults_without_none_noise():
     assert "pixels" in helps["width"] and "pixels" in helps["height"]
     assert helps["background"].endswith("[default 0,0,0]")
     assert helps["backend"].endswith("[default auto]")
+
+
+def test_cameras_convert_refuses_unknown_names_existing_outputs_and_notes_lost_fov(
+        tmp_path, capsys):
+    fish = Camera("fisheye", 32, 32, 9.0, 9.0, 16.0, 16.0, look_at((1, 2, 1), (0, 0, 0)),
+                  distortion=(0.02, -0.005, 0.0, 0.0), fov_deg=200.0, name="f.png")
+    save_cameras(tmp_path / "fish.json", [fish])
+    src = str(tmp_path / "fish.json")
+    # a suffix that names no format is refused instead of becoming a COLMAP directory
+    assert main(["cameras", "convert", src, str(tmp_path / "out.txt")]) == 2
+    assert not (tmp_path / "out.txt").exists()
+    assert "cannot tell the camera file format" in capsys.readouterr().err
+    # an existing destination is kept unless --overwrite
+    (tmp_path / "taken.json").write_text("[]")
+    assert main(["cameras", "convert", src, str(tmp_path / "taken.json")]) == 2
+    assert (tmp_path / "taken.json").read_text() == "[]"
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["cameras", "convert", src, str(tmp_path / "taken.json"), "--overwrite"]) == 0
+    assert load_cameras(tmp_path / "taken.json")[0].fov_deg == 200.0
+    # COLMAP cannot store fov_deg: converted, with a one-line note on stderr
+    capsys.readouterr()
+    assert main(["cameras", "convert", src, str(tmp_path / "sparse")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fov_deg" in err[0]
+    assert load_cameras(tmp_path / "sparse")[0].fov_deg is None
