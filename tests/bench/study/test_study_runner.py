@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 
@@ -73,19 +72,14 @@ def test_resume_skips_done_and_reruns_missing(study, tmp_path):
 
 
 def test_cli_run_and_export(study, tmp_path, capsys):
-    from bench.study import cli
+    from bench.cli import main
 
     out, _ = study
-    parser = argparse.ArgumentParser()
-    cli.add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["study", "export", "--results", str(out), "--out",
-                              str(tmp_path / "csv")])
-    assert args.func(args) == 0
+    assert main(["study", "export", "--results", str(out), "--out", str(tmp_path / "csv")]) == 0
     assert (tmp_path / "csv" / "rollouts.csv").read_bytes() == \
         (out / "tables" / "rollouts.csv").read_bytes()
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(SPEC.to_json()))
-    args = parser.parse_args(["study", "run", "--spec", str(spec_path), "--out", str(out),
-                              "--resume", "--no-progress"])
-    assert args.func(args) == 0
+    assert main(["study", "run", "--spec", str(spec_path), "--out", str(out),
+                 "--resume", "--no-progress"]) == 0
     assert "0 new rollouts" in capsys.readouterr().out
