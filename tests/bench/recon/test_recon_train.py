@@ -8,10 +8,9 @@ from skimage.metrics import structural_similarity
 
 from bench.cli import main
 from bench.recon.capture import CaptureManifest
+from bench.recon.densify import PARAM_NAMES, SimpleDensifier
 from bench.recon.synthetic import make_synthetic_capture
 from bench.recon.train import (
-    PARAM_NAMES,
-    SimpleDensifier,
     TrainConfig,
     _make_optimizers,
     _make_params,
