@@ -42,7 +42,11 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
 
 def _add_capture(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("capture", help="capture manifests: frame selection, fisheye "
-                              "-> nine pinhole views, pose import")
+                              "-> nine pinhole views, pose import",
+                              description="Build a capture manifest step by step: select the "
+                              "sharpest frame per time interval (select), reproject each fisheye "
+                              "frame into nine 90-degree pinhole views (reproject), take view "
+                              "poses from COLMAP or a camera file (import-poses).")
     inner = p.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
     sel = inner.add_parser(
         "select", help="pick the sharpest frame per equal time interval",
@@ -71,7 +75,8 @@ def _add_capture(subparsers: argparse._SubParsersAction) -> None:
     rep.add_argument("--manifest", type=Path, required=True, help="capture manifest")
     rep.add_argument("--size", type=int, default=2048,
                      help="view width = height in pixels (default 2048, f = size/2)")
-    rep.add_argument("--lenses", nargs="+", default=None, help="lenses (default: all)")
+    rep.add_argument("--lenses", nargs="+", default=None,
+                     help="lens names to reproject (default: every lens of the manifest)")
     rep.add_argument("--views-dir", default="views",
                      help="image folder relative to the manifest directory (default views)")
     rep.add_argument("--out", type=Path, required=True,
