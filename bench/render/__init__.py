@@ -156,9 +156,3 @@ def render_batch(
                                    sh_degree=options.get("sh_degree"))
         return [dataclasses.replace(o, background=bg) for o in outs]
     return [render(splats, cam, **{**options, "backend": name}) for cam in cameras]
-
-
-def stack_outputs(outputs: Sequence[RenderOutput]) -> dict[str, np.ndarray]:  # [B, H, W, ...]
-    """Stack same-size outputs into arrays [B, H, W, ...] keyed by field name."""
-    fields = ("rgb", "depth", "alpha", "valid")
-    return {k: np.stack([getattr(o, k) for o in outputs]) for k in fields}

@@ -265,10 +265,6 @@ class FloatingGripper:
         cam = self._ids["camera"]
         return pose(data.xmat[cam].reshape(3, 3), data.xpos[cam])
 
-    @property
-    def hand_body_id(self) -> int:
-        return self._ids["hand"]
-
 
 ROBOTS: Registry[type] = Registry("robot")
 ROBOTS.register(

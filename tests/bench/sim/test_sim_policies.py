@@ -66,3 +66,21 @@ def test_expert_on_a_yawed_raised_offset_table(small_scene, task):
     scene = small_scene.replace(table=table)
     rate, records = _success_rate(scene, task, "expert", range(4), min_table_gaussians=0)
     assert rate == 1.0, [(r.condition, r.failure) for r in records]
+
+
+def test_in_memory_state_stream_rescores_to_the_online_progress(small_scene):
+    # progress_frames turns the recorded info["frame_states"] into protocols' Frames;
+    # score_stream (offline, vectorised) must give exactly the online reward of every frame
+    from bench.sim.progress import progress_spec
+    from bench.sim.rollout import progress_frames
+    from bench.sim.tasks import get_task
+    from protocols.progress import score_stream
+
+    env = gymnasium.make(bench.sim.ENV_IDS["tape"], scene=small_scene, obs_mode="state")
+    states = []
+    record, _, _ = run_episode(env, make_policy("expert", env), condition=2, states=states)
+    env.close()
+    assert record.success and len(states) == record.frames + 1
+    trace = score_stream(progress_spec(get_task("tape")), progress_frames(states), dt=0.1)
+    np.testing.assert_array_equal(trace.score, [s["progress"] for s in states])
+    assert trace.score[-1] == pytest.approx(record.progress_final, abs=5e-7)  # record: 6 digits
