@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,8 @@ class PerturbResult:
         name: Registry entry used (preset or editor name).
         seed: Seed of the Generator.
         source_root: Directory of the input bundle (None if built in code).
+        overrides: Parameters given on top of the entry's (a preset with overrides is
+            no longer the study condition; the manifest lists them).
     """
 
     bundle: SceneBundle
@@ -48,6 +50,7 @@ class PerturbResult:
     name: str
     seed: int
     source_root: Path | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
 
 
 def _rows_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # [N, ...] x [N, ...] -> [N]
@@ -115,7 +118,7 @@ def apply_perturbation(bundle: SceneBundle, name: str, *, seed: int = 0,
                            bundle.similarity, changed=stats.changed)
     return PerturbResult(bundle=bundle.with_background(edited, splat=splat), stats=stats,
                          params=params, tool=tool_id(name), name=name, seed=seed,
-                         source_root=bundle.root)
+                         source_root=bundle.root, overrides=dict(overrides))
 
 
 def perturb_manifest(result: PerturbResult, outputs: dict[str, Path]) -> dict[str, Any]:
@@ -136,8 +139,8 @@ def perturb_manifest(result: PerturbResult, outputs: dict[str, Path]) -> dict[st
     return make_manifest(
         tool=result.tool, params=result.params, seed=result.seed, inputs=inputs,
         outputs=outputs, counts=counts,
-        extra={"entry": result.name, "details": result.stats.details,
-               "scene_name": result.bundle.name},
+        extra={"entry": result.name, "overrides": result.overrides,
+               "details": result.stats.details, "scene_name": result.bundle.name},
     )
 
 

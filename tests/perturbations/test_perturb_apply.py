@@ -29,3 +29,14 @@ def test_changed_hint_and_generic_comparison_agree(name):
     same = (src >= 0) & ~result.stats.changed
     np.testing.assert_array_equal(hinted.quats[same], splat_in.quats[src[same]])
     np.testing.assert_array_equal(hinted.means[same], splat_in.means[src[same]])
+
+
+def test_overrides_on_a_preset_are_listed_in_the_manifest():
+    # a preset plus overrides is no longer the study condition: the manifest says so
+    from perturbations.apply import perturb_manifest
+
+    scene = make_sample_scene(seed=0, n_gaussians=1000)
+    result = apply_perturbation(scene, "floaters-mid", seed=0, num_clusters=3)
+    manifest = perturb_manifest(result, {})
+    assert manifest["entry"] == "floaters-mid" and manifest["overrides"] == {"num_clusters": 3}
+    assert manifest["params"]["num_clusters"] == 3 and manifest["counts"]["added"] == 12

@@ -93,6 +93,7 @@ def test_custom_parameters_reach_the_editor(scene_dir, tmp_path, capsys):
     assert run(args, capsys)[0] == 0
     manifest = json.loads((tmp_path / "f" / "manifest.json").read_text())
     assert manifest["counts"]["added"] == 15 and manifest["params"]["band"] == [0.3, 0.4]
+    assert manifest["overrides"] == {"num_clusters": 3, "per_cluster": 5, "band": [0.3, 0.4]}
 
 
 def test_overwrite(scene_dir, tmp_path, capsys):
@@ -247,7 +248,7 @@ def test_every_preset_writes_a_consistent_bundle_byte_identically(scene_dir, tmp
     for file in ("background.ply", "scene.json", "manifest.json"):
         assert (a / file).read_bytes() == (b / file).read_bytes(), file
     manifest = json.loads((a / "manifest.json").read_text())
-    assert manifest["entry"] == preset and manifest["seed"] == 5
+    assert manifest["entry"] == preset and manifest["seed"] == 5 and manifest["overrides"] == {}
     counts = manifest["counts"]
     assert len(read_ply(a / "background.ply")) == N - counts["removed"] + counts["added"]
     # each preset does what its name says (8 clusters x 4 floaters by default)
