@@ -77,7 +77,7 @@ def to_sequence_u8(frames: np.ndarray) -> np.ndarray:
     """Validate a sequence and round it to uint8 ``[N, H, W, 3]``."""
     arr = np.asarray(frames)
     if arr.dtype == np.uint8:
-        as_image_batch(arr, name="frames")  # shape checks only
+        as_image_batch(arr, name="frames", convert=False)  # shape checks only, no copy
         return arr if arr.ndim == 4 else arr[None]
     return quantize_8bit(as_image_batch(arr, name="frames"))
 

@@ -469,6 +469,8 @@ def attach_delta(summary: Sequence[SummaryRow], deltas: dict[str, tuple[float, f
 
 def validate_views_for_scoring(views: ViewSet) -> None:
     """Range/shape checks up front, so a bad frame fails before minutes of scoring."""
-    as_image_batch(views.frames, name=f"{views.protocol} frames")
+    # convert=False: check only, no float64 copy of every frame
+    as_image_batch(views.frames, name=f"{views.protocol} frames", convert=False)
     if views.references is not None:
-        as_image_batch(views.references, name=f"{views.protocol} reference images")
+        as_image_batch(views.references, name=f"{views.protocol} reference images",
+                       convert=False)
