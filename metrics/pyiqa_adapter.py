@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import io
 import os
+import sys
 
 import numpy as np
 
@@ -117,10 +119,13 @@ def create_offline(name: str, *, device: str = "cpu"):
     import torch
 
     label = f"pyiqa:{name}"
+    chatter = io.StringIO()  # pyiqa prints "Downloading: ..." to stdout before fetching
     try:
-        with no_downloads(label):
-            return pyiqa.create_metric(name, as_loss=False, device=torch.device(device))
-    except MissingWeightError:
+        with no_downloads(label), contextlib.redirect_stdout(chatter):
+            metric = pyiqa.create_metric(name, as_loss=False, device=torch.device(device))
+        sys.stderr.write(chatter.getvalue())  # keep stdout for results
+        return metric
+    except MissingWeightError:  # the refused download's "Downloading:" line would mislead
         raise
     except OSError as exc:  # Hugging Face offline mode: "... not in cache and offline"
         try:

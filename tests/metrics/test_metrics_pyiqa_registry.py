@@ -61,7 +61,7 @@ def test_pyiqa_adapter_equals_pyiqa(name):
     np.testing.assert_allclose(scorer(a, b), expected, rtol=0, atol=1e-7)
 
 
-def test_pyiqa_missing_weights_fail_fast():
+def test_pyiqa_missing_weights_fail_fast(capsys):
     from pyiqa.utils.download_util import DEFAULT_CACHE_DIR
 
     missing = os.path.join(DEFAULT_CACHE_DIR, "niqe_modelparameters.mat")
@@ -69,6 +69,8 @@ def test_pyiqa_missing_weights_fail_fast():
         pytest.skip("niqe weights are cached on this machine")
     with pytest.raises(BenchError, match="niqe_modelparameters.mat"):
         get_scorer("pyiqa:niqe", device="cpu")
+    # no misleading "Downloading: ..." line from pyiqa: the error is the only output
+    assert "Downloading" not in capsys.readouterr().out
     # the download guard is removed afterwards
     import torch.hub
 
