@@ -156,12 +156,16 @@ class GaussianSplats:
             z((0,), np.float32), z((0, 3), np.float32), z((0, k, 3), np.float32),
         )
 
-    def count_nonfinite(self) -> int:
-        """Number of Gaussians with any NaN/Inf in a core array."""
+    def nonfinite_mask(self) -> np.ndarray:  # [N] bool
+        """True for Gaussians with any NaN/Inf in a core array (extras are not checked)."""
         bad = ~np.isfinite(self.means).all(1)
         bad |= ~np.isfinite(self.quats).all(1)
         bad |= ~np.isfinite(self.log_scales).all(1)
         bad |= ~np.isfinite(self.opacity_logits)
         bad |= ~np.isfinite(self.sh_dc).all(1)
         bad |= ~np.isfinite(self.sh_rest).all((1, 2))
-        return int(bad.sum())
+        return bad
+
+    def count_nonfinite(self) -> int:
+        """Number of Gaussians with any NaN/Inf in a core array."""
+        return int(self.nonfinite_mask().sum())

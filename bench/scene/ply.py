@@ -443,16 +443,14 @@ def read_ply(path: str | os.PathLike, *, drop_nonfinite: bool = False,
 
 def check_finite(splats: GaussianSplats, *, drop_nonfinite: bool, source: str) -> GaussianSplats:
     """Raise on NaN/Inf Gaussians, or drop them when ``drop_nonfinite``."""
-    bad = splats.count_nonfinite()
+    nonfinite = splats.nonfinite_mask()
+    bad = int(nonfinite.sum())
     if bad == 0:
         return splats
     if not drop_nonfinite:
         raise BenchError(f"{source}: {bad} of {len(splats)} Gaussians have NaN/Inf values; "
                          "pass --drop-nonfinite (drop_nonfinite=True) to drop them")
-    keep = np.isfinite(splats.means).all(1) & np.isfinite(splats.quats).all(1)
-    keep &= np.isfinite(splats.log_scales).all(1) & np.isfinite(splats.opacity_logits)
-    keep &= np.isfinite(splats.sh_dc).all(1) & np.isfinite(splats.sh_rest).all((1, 2))
-    return splats.subset(keep)
+    return splats.subset(~nonfinite)
 
 
 # ------------------------------------------------------------------ writing
