@@ -287,7 +287,10 @@ def _run_train(args: argparse.Namespace) -> int:
     if plan is not None:
         plan.check_against(manifest.frame_ids, source=f"coverage plan {args.plan}")
     if args.scene is not None:  # fail early, before training, on a bad reference
-        read_scene_spec(args.scene)
+        reference, _ = read_scene_spec(args.scene)
+        if reference.root.resolve() == args.out.resolve():
+            raise BenchError("--out must differ from --scene (the reference bundle would be "
+                             "replaced); write the trained scene to a new directory")
     init = load_seed(args.init, config=config) if args.init is not None else None
     result = train(manifest, config=config, plan=plan, init=init, show_progress=not args.quiet)
     _write_outputs(args, config, manifest, plan, result)

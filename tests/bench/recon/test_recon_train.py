@@ -246,6 +246,17 @@ def test_cli_bad_inputs_exit_2_with_one_line_and_write_nothing(capture, tmp_path
                         "--scene", tmp_path / "nowhere"], capsys)
     assert_one_line_error(code, err, "train")
     assert "scene directory" in err and "not found" in err and not out.exists()
+    # --out == --scene would replace the reference bundle, even with --overwrite
+    from bench.scene.bundle import save_scene
+    from bench.scene.sample import make_sample_scene
+
+    save_scene(make_sample_scene(n_gaussians=200), tmp_path / "ref")
+    before = (tmp_path / "ref" / "background.ply").read_bytes()
+    code, _, err = run(["train", "--manifest", capture.manifest_path, "--out", tmp_path / "ref",
+                        "--iters", 1, "--scene", tmp_path / "ref", "--overwrite"], capsys)
+    assert_one_line_error(code, err, "train")
+    assert "--out must differ from --scene" in err
+    assert (tmp_path / "ref" / "background.ply").read_bytes() == before
     # existing output directory
     out.mkdir()
     code, _, err = run(["train", "--manifest", capture.manifest_path, "--out", out,
