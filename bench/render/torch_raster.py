@@ -323,52 +323,29 @@ def rasterize(
                              camera, degree)
 
     tiles_x = math.ceil(width / tile_size)
-    tiles_y = math.ceil(height / tile_size)
-    rect = tile_ranges(xy, proj.radii[order], width, height, tile_size)
-    counts = (rect[:, 1] - rect[:, 0]) * (rect[:, 3] - rect[:, 2])
-    rank = torch.repeat_interleave(torch.arange(len(order), device=device), counts)
-    start = torch.cumsum(counts, 0) - counts
-    local = torch.arange(int(counts.sum()), device=device) - torch.repeat_interleave(start, counts)
-    span = (rect[:, 1] - rect[:, 0])[rank]
-    span = span.clamp_min(1)
-    tile_id = (rect[rank, 2] + local // span) * tiles_x + rect[rank, 0] + local % span
-    perm = torch.argsort(tile_id, stable=True)  # keeps depth order within a tile
-    rank_sorted = rank[perm]
-    bounds = torch.cumsum(torch.bincount(tile_id, minlength=tiles_x * tiles_y), 0).tolist()
-
+    rank_sorted, bounds = bin_to_tiles(xy, proj.radii[order], width, height, tile_size)
     occ = None if occluder_depth is None else torch.as_tensor(
         occluder_depth, dtype=dtype, device=device)
     rgb = torch.zeros(height, width, 3, dtype=dtype, device=device)
     depth = torch.zeros(height, width, dtype=dtype, device=device)
     trans = torch.ones(height, width, dtype=dtype, device=device)
     begin = 0
-    for tile in range(tiles_x * tiles_y):
-        end = bounds[tile]
-        if end == begin:
-            begin = end
-            continue
+    for tile, end in enumerate(bounds):
         ids = rank_sorted[begin:end]
         begin = end
+        if len(ids) == 0:
+            continue
         ty, tx = divmod(tile, tiles_x)
         y0, x0 = ty * tile_size, tx * tile_size
-        y1, x1 = min(y0 + tile_size, height), min(x0 + tile_size, width)
-        py, px = torch.meshgrid(
-            torch.arange(y0, y1, dtype=dtype, device=device) + 0.5,
-            torch.arange(x0, x1, dtype=dtype, device=device) + 0.5,
-            indexing="ij",
-        )
-        dx = xy[ids, 0][None, :] - px.reshape(-1, 1)
-        dy = xy[ids, 1][None, :] - py.reshape(-1, 1)
-        c = conic[ids]
-        power = 0.5 * (c[:, 0] * dx * dx + c[:, 2] * dy * dy) + c[:, 1] * dx * dy
-        keep = power >= 0
-        if occ is not None:  # depth-sorted, so dropping these = stopping at the occluder
-            keep = keep & (depth_g[ids][None, :] < occ[y0:y1, x0:x1].reshape(-1, 1))
-        alpha = torch.where(keep, opac[ids] * torch.exp(-power.clamp_min(0)), 0.0)
+        rows = slice(y0, min(y0 + tile_size, height))
+        cols = slice(x0, min(x0 + tile_size, width))
+        alpha = _tile_alphas(xy[ids], conic[ids], opac[ids], depth_g[ids], rows, cols,
+                             None if occ is None else occ[rows, cols])
         col, dep, tr = blend(alpha, colors[ids], depth_g[ids])
-        rgb[y0:y1, x0:x1] = col.reshape(y1 - y0, x1 - x0, 3)
-        depth[y0:y1, x0:x1] = dep.reshape(y1 - y0, x1 - x0)
-        trans[y0:y1, x0:x1] = tr.reshape(y1 - y0, x1 - x0)
+        shape = (rows.stop - rows.start, cols.stop - cols.start)
+        rgb[rows, cols] = col.reshape(*shape, 3)
+        depth[rows, cols] = dep.reshape(shape)
+        trans[rows, cols] = tr.reshape(shape)
 
     if camera.model == "fisheye":
         _, valid_np = camera.pixel_rays()
@@ -381,3 +358,55 @@ def rasterize(
     has = alpha_img > 0
     depth = torch.where(has, depth / torch.where(has, alpha_img, 1.0), torch.inf)
     return RasterOutput(rgb, depth, alpha_img, means2d, proj.radii, proj.depths)
+
+
+def bin_to_tiles(
+    means2d: torch.Tensor,  # [M, 2] depth-ordered
+    radii: torch.Tensor,  # [M]
+    width: int,
+    height: int,
+    tile_size: int,
+) -> tuple[torch.Tensor, list[int]]:  # -> [pairs] Gaussian ranks, [tiles] end offsets
+    """Duplicate each Gaussian into every tile its footprint overlaps, sorted by tile.
+
+    Returns:
+        ``(ranks, ends)``: Gaussian indices grouped by tile (depth order kept within a
+        tile, the sort is stable) and each tile's end offset into ``ranks`` (row-major).
+    """
+    tiles_x, tiles_y = math.ceil(width / tile_size), math.ceil(height / tile_size)
+    device = means2d.device
+    rect = tile_ranges(means2d, radii, width, height, tile_size)
+    counts = (rect[:, 1] - rect[:, 0]) * (rect[:, 3] - rect[:, 2])
+    rank = torch.repeat_interleave(torch.arange(len(rect), device=device), counts)
+    start = torch.cumsum(counts, 0) - counts
+    local = torch.arange(int(counts.sum()), device=device) - torch.repeat_interleave(start, counts)
+    span = (rect[:, 1] - rect[:, 0])[rank].clamp_min(1)
+    tile_id = (rect[rank, 2] + local // span) * tiles_x + rect[rank, 0] + local % span
+    perm = torch.argsort(tile_id, stable=True)  # keeps depth order within a tile
+    ends = torch.cumsum(torch.bincount(tile_id, minlength=tiles_x * tiles_y), 0).tolist()
+    return rank[perm], ends
+
+
+def _tile_alphas(
+    xy: torch.Tensor,  # [G, 2] pixel positions of the tile's Gaussians
+    conic: torch.Tensor,  # [G, 3] inverse 2-D covariance (a, b, c)
+    opacity: torch.Tensor,  # [G]
+    depth: torch.Tensor,  # [G]
+    rows: slice,
+    cols: slice,
+    occluder: torch.Tensor | None,  # [h, w] metres, inf = none
+) -> torch.Tensor:  # -> [h * w, G]
+    """Per-pixel alpha of every Gaussian of one tile (before the 1/255 skip and clamp)."""
+    dtype, device = xy.dtype, xy.device
+    py, px = torch.meshgrid(
+        torch.arange(rows.start, rows.stop, dtype=dtype, device=device) + 0.5,
+        torch.arange(cols.start, cols.stop, dtype=dtype, device=device) + 0.5,
+        indexing="ij",
+    )
+    dx = xy[:, 0][None, :] - px.reshape(-1, 1)
+    dy = xy[:, 1][None, :] - py.reshape(-1, 1)
+    power = 0.5 * (conic[:, 0] * dx * dx + conic[:, 2] * dy * dy) + conic[:, 1] * dx * dy
+    keep = power >= 0
+    if occluder is not None:  # depth-sorted, so dropping these = stopping at the occluder
+        keep = keep & (depth[None, :] < occluder.reshape(-1, 1))
+    return torch.where(keep, opacity * torch.exp(-power.clamp_min(0)), 0.0)
