@@ -401,6 +401,9 @@ def _run_coverage_plan(args: argparse.Namespace) -> int:
 
     if args.out.exists() and not args.overwrite:
         raise BenchError(f"{args.out} exists; pass --overwrite or choose another --out")
+    if args.out.resolve() == args.manifest.resolve():
+        raise BenchError("--out must differ from --manifest (the capture manifest would be "
+                         "replaced by the plan)")
     manifest = CaptureManifest.load(args.manifest)
     plan = make_plan(manifest.frames, args.mode, fraction=args.fraction, seed=args.seed)
     data = plan.to_dict()

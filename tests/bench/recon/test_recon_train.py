@@ -218,6 +218,11 @@ def test_cli_bad_inputs_exit_2_with_one_line_and_write_nothing(capture, tmp_path
                         "random", "--fraction", 1.0, "--out", tmp_path / "p.json"], capsys)
     assert_one_line_error(code, err, "coverage plan")
     assert "[0, 1)" in err and not (tmp_path / "p.json").exists()
+    before = capture.manifest_path.read_bytes()
+    code, _, err = run(["coverage", "plan", "--manifest", capture.manifest_path, "--mode",
+                        "random", "--out", capture.manifest_path, "--overwrite"], capsys)
+    assert_one_line_error(code, err, "coverage plan")
+    assert "--out must differ" in err and capture.manifest_path.read_bytes() == before
     # empty manifest
     data = json.loads(capture.manifest_path.read_text())
     empty = tmp_path / "empty.json"
