@@ -255,7 +255,8 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-gaussians", type=int, default=200_000,
                    help="CPU backend: stop growing at this many Gaussians (default 200000)")
     p.add_argument("--random-init-points", type=int, default=10_000,
-                   help="points of the random init used without --init (default 10000)")
+                   help="points of the random init used without --init (count; default 10000, "
+                   "sized for the CPU trainer; gsplat's simple_trainer uses 100000)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; fix it for bit-exact reruns)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
