@@ -74,7 +74,10 @@ def resolve_backend(backend: str) -> str:
     """Map ``"auto"`` to a concrete backend name; validate others ("did you mean")."""
     if backend == "auto":
         return "gsplat" if gsplat_available() else "cpu"
-    BACKENDS.entry(backend)
+    try:
+        BACKENDS.entry(backend)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; or 'auto' (gsplat with CUDA, else cpu)") from None
     return backend
 
 

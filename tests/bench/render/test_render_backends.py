@@ -252,6 +252,8 @@ def test_registry_metadata():
     assert {"cpu", "gsplat", "reference", "torch"} <= set(BACKENDS.names())
     assert BACKENDS.entry("gsplat").meta["device"] == "cuda"
     assert BACKENDS.entry("torch").meta["differentiable"] is True
+    with pytest.raises(ValueError, match=r"did you mean 'cpu'.*or 'auto'"):
+        render(random_scene(0, n=3), pinhole_cam(0), backend="cpus")
 
 
 def test_degenerate_gaussians_are_culled_not_fatal():
