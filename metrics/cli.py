@@ -154,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
         raise BenchError("pass --out scores.csv (the long-format CSV to write)")
     protocol = _check_args(args)
     outputs = _outputs(args.out)
+    folders = [p for p in outputs if p.is_dir()]
+    if folders:  # even --overwrite cannot replace a directory with a file
+        raise BenchError(f"--out {args.out}: {folders[0]} is a directory; pass a file path "
+                         "such as scores.csv (the summary and manifest are written beside it)")
     existing = [p for p in outputs if p.exists()]
     if existing and not args.overwrite:
         raise BenchError(f"{existing[0]} exists; pass --overwrite or choose another --out")

@@ -171,6 +171,10 @@ def test_cli_obs_policy_and_bad_inputs(tmp_path, capsys):
     assert "--gt" in error(["score", "--views", "test", "--scene", str(tmp_path),
                             "--out", str(bad)])
     assert not bad.exists()  # nothing half-written
+    # --out naming an existing directory: refused before scoring, even with --overwrite
+    assert "is a directory" in error(["score", "--views", "obs-policy", "--frames", str(frames),
+                                      "--out", str(empty), "--overwrite"])
+    assert empty.is_dir() and not any(empty.iterdir())
 
 
 def test_cli_list_metrics(capsys):
