@@ -35,13 +35,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def scene_summary(path: str, *, drop_nonfinite: bool = False) -> dict:
     """Summary dict of a bundle directory or a Gaussian file."""
+    import warnings
     from pathlib import Path
 
     import numpy as np
 
     from bench.errors import BenchError
     from bench.scene.bundle import SCENE_FILE, load_scene
-    from bench.scene.ply import read_gaussians
+    from bench.scene.ply import read_gaussians, stored_count
 
     target = Path(path)
     if target.is_dir() or target.name == SCENE_FILE:
@@ -56,6 +57,10 @@ def scene_summary(path: str, *, drop_nonfinite: bool = False) -> dict:
     elif target.exists():
         splats, frame = read_gaussians(target, drop_nonfinite=drop_nonfinite), "file"
         summary = {"kind": "file"}
+        dropped = stored_count(target) - len(splats)
+        if dropped:
+            warnings.warn(f"{target}: dropped {dropped} Gaussians with NaN/Inf values "
+                          f"({len(splats)} kept)", stacklevel=2)
     else:
         raise BenchError(f"{target} not found; pass a scene bundle directory or a .ply/.splat")
     means = splats.means

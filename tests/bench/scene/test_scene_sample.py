@@ -117,3 +117,18 @@ def test_rendered_views_are_closed_surfaces(room, tmp_path):
             assert np.isfinite(out.depth).mean() > 0.98
             sparse = render(loaded.background, cam, backend="cpu")  # 6,000 Gaussians
             assert (sparse.alpha > 0.5).mean() > 0.9, cam.name
+
+
+def test_cli_info_reports_dropped_nonfinite(tmp_path, capsys):
+    from bench.scene.ply import read_ply, write_ply
+
+    save_scene(make_sample_scene(seed=0, n_gaussians=500), tmp_path / "s")
+    ply = tmp_path / "s" / "background.ply"
+    splats = read_ply(ply)
+    splats.means[[3, 7], 0] = np.nan  # two damaged Gaussians
+    write_ply(ply, splats)
+    for target in (tmp_path / "s", ply):
+        assert main(["scene", "info", str(target), "--drop-nonfinite", "--json"]) == 0
+        captured = capsys.readouterr()
+        assert json.loads(captured.out)["gaussians"] == 498
+        assert "warning: " in captured.err and "dropped 2 Gaussians with NaN/Inf" in captured.err
