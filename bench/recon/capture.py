@@ -161,7 +161,8 @@ class CaptureManifest:
         """
         if not self.frames:
             raise BenchError(f"{source} is empty: it lists no source frames; "
-                             "select frames first (bench.recon.capture.select_frames)")
+                             "select frames first (`bench capture select`, or "
+                             "select_from_videos / select_from_images)")
         ids = self.frame_ids
         if len(set(ids)) != len(ids):
             raise BenchError(f"{source}: frame ids are not unique; give every frame its own id")
@@ -172,7 +173,7 @@ class CaptureManifest:
                              "(frames in time order)")
         if require_views and not self.views:
             raise BenchError(f"{source} lists no training views; reproject the frames first "
-                             "(bench.recon.reproject / reproject_capture)")
+                             "(`bench capture reproject`, or reproject_capture)")
         view_ids = [v.id for v in (*self.views, *self.test_views)]
         if len(set(view_ids)) != len(view_ids):
             raise BenchError(f"{source}: view ids are not unique across views and test_views")
