@@ -68,18 +68,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _parse_background(text: str) -> tuple[float, float, float]:
-    from bench.errors import BenchError
-
-    try:
-        rgb = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        rgb = ()
-    if len(rgb) != 3 or not all(0.0 <= v <= 1.0 for v in rgb):
-        raise BenchError(f"--background {text!r} must be three numbers in [0, 1], e.g. 1,1,1")
-    return rgb  # type: ignore[return-value]
-
-
 def _check_args(args: argparse.Namespace) -> str:
     """Validate the argument combination; return the view protocol."""
     from bench.errors import BenchError
@@ -216,14 +204,16 @@ def _collect_views(args: argparse.Namespace, protocol: str, *, progress: bool):
     if protocol == "obs-policy":
         return V.policy_views(args.frames, scene=args.scene.name if args.scene else "",
                               variant=args.variant or ""), None
+    from bench.render.cli import parse_background
     from bench.scene.bundle import load_scene
 
+    background = parse_background(args.background)  # before the slow scene load
     bundle = load_scene(args.scene)
     clean = load_scene(args.clean) if args.clean is not None else None
     # the clean scene's cameras define the views when pairing, so both see the same frames
     cams = V.scene_cameras(clean if clean is not None else bundle, V.CAMERA_ROLES[protocol])
     common = dict(cameras=cams, backend=args.backend,
-                  background=_parse_background(args.background), progress=progress)
+                  background=background, progress=progress)
     if protocol == "test":
         views = V.test_views(bundle, args.gt, variant=args.variant, **common)
         clean_views = (None if clean is None

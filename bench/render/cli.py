@@ -68,7 +68,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     conv.set_defaults(func=run_convert)
 
 
-def _parse_background(text: str) -> tuple[float, float, float]:
+def parse_background(text: str) -> tuple[float, float, float]:
+    """``--background R,G,B`` (three numbers in [0, 1]), shared with ``bench score``."""
     from bench.errors import BenchError
 
     try:
@@ -148,7 +149,7 @@ def run_render(args: argparse.Namespace) -> int:
     from bench.scene.bundle import SCENE_FILE, load_scene
     from bench.scene.cameras import load_cameras, save_cameras
 
-    background = _parse_background(args.background)
+    background = parse_background(args.background)
     bundle = load_scene(args.scene)
     if args.role is not None:
         if args.role not in bundle.cameras:
