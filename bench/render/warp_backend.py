@@ -34,9 +34,39 @@ from bench.render.output import RenderOutput, resolve_sh_degree
 from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 
-if wp.config.log_level == wp.LOG_INFO:  # Warp's default: silence the init banner and the
-    wp.config.log_level = wp.LOG_ERROR  # "no CUDA driver" notice on CPU-only machines
+if wp.config.log_level == wp.LOG_INFO:  # Warp's default: silence the init banner
+    wp.config.log_level = wp.LOG_ERROR
 DEVICE = "cpu"
+_NO_DRIVER_NOTICE = "Could not find or load the NVIDIA CUDA driver"
+
+
+def _init_warp_quietly() -> None:
+    """``wp.init()`` without Warp's "no CUDA driver" notice on CPU-only machines.
+
+    Warp's C++ core prints that notice with ``fprintf(stderr)`` on every run without
+    a GPU driver (``log_level`` cannot silence it), so fd 2 is captured during the
+    init and everything else it printed is passed on.
+    """
+    import os
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read().decode(errors="replace")
+            sys.stderr.write("".join(line for line in text.splitlines(keepends=True)
+                                     if _NO_DRIVER_NOTICE not in line))
+
+
+_init_warp_quietly()
 wp.set_module_options({"enable_backward": False})  # forward only: faster first compile
 
 # Constants of bench.render.constants as Warp compile-time constants.
