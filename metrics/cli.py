@@ -60,9 +60,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", choices=("cpu", "cuda", "auto"),
                    help="torch device for the scorers (auto = cuda when available) [default auto]")
     p.add_argument("--backend", default="auto",
-                   help="rasterizer backend for rendering views: auto (gsplat with CUDA, else "
-                   "cpu),"
-                   " cpu, gsplat, torch, reference [default auto]")
+                   help="rasterizer for rendering views: auto (gsplat with CUDA, else cpu), "
+                   "cpu, gsplat, torch, reference [default auto]")
     p.add_argument("--background", default="0,0,0",
                    help="render background colour R,G,B in [0, 1] [default 0,0,0]")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
