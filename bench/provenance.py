@@ -59,6 +59,31 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def read_json(path: str | os.PathLike, *, what: str, fix: str) -> Any:
+    """Read a JSON file; a missing or malformed file raises a one-line error.
+
+    Args:
+        path: The file.
+        what: What the file is, for the message (e.g. ``"coverage plan"``).
+        fix: How the user repairs it (e.g. ``"recreate it with `bench coverage plan`"``).
+
+    Raises:
+        FileNotFoundError: ``path`` is not a file.
+        BenchError: The file is not UTF-8 JSON.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} does not exist; {fix}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BenchError(
+            f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno}); {fix}"
+        ) from None
+    except UnicodeDecodeError:
+        raise BenchError(f"{what} {path} is not valid JSON (not UTF-8 text); {fix}") from None
+
+
 def to_jsonable(value: Any) -> Any:
     """Convert numpy scalars/arrays, paths and dataclasses into plain JSON values."""
     import dataclasses

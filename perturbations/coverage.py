@@ -31,7 +31,6 @@ This module imports only the standard library and numpy (no torch, mujoco, warp)
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
+from bench.provenance import read_json
 from bench.registry import Registry
 
 PLAN_FORMAT = "splatbench-coverage-plan/1"
@@ -194,16 +194,7 @@ class CoveragePlan:
     def load(path: str | os.PathLike) -> CoveragePlan:
         """Read and validate a plan JSON file."""
         path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"coverage plan {path} does not exist; create it with "
-                                    "`bench coverage plan`")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise BenchError(
-                f"coverage plan {path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
-                "recreate it with `bench coverage plan`"
-            ) from None
+        data = read_json(path, what="coverage plan", fix="create it with `bench coverage plan`")
         return CoveragePlan.from_dict(data, source=f"coverage plan {path}")
 
     def validate(self, *, source: str = "plan") -> None:

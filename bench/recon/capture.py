@@ -25,7 +25,6 @@ Ties go to the earliest frame, so the choice is deterministic.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
+from bench.provenance import read_json
 from bench.scene.cameras import Camera
 
 CAPTURE_FORMAT = "splatbench-capture/1"
@@ -133,18 +133,8 @@ class CaptureManifest:
              require_views: bool = True) -> CaptureManifest:
         """Read and validate a capture manifest (see :meth:`validate`)."""
         path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"capture manifest {path} does not exist; pass the capture.json written by "
-                "frame selection / reprojection"
-            )
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise BenchError(
-                f"capture manifest {path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
-                "fix or regenerate it"
-            ) from None
+        data = read_json(path, what="capture manifest",
+                         fix="pass the capture.json written by `bench capture` (or regenerate it)")
         manifest = manifest_from_dict(data, root=path.parent, source=f"capture manifest {path}")
         manifest.validate(check_files=check_files, require_views=require_views,
                           source=f"capture manifest {path}")

@@ -20,7 +20,6 @@ are copied when a loaded bundle is saved elsewhere.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import shutil
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
-from bench.provenance import atomic_write_bytes, atomic_write_json, staged_output_dir
+from bench.provenance import atomic_write_bytes, atomic_write_json, read_json, staged_output_dir
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.ply import read_gaussians, stored_count, write_ply
 from bench.scene.transforms import Similarity, transform_splats
@@ -262,11 +261,7 @@ def _read_scene_json(path: Path) -> dict[str, Any]:
     if not path.exists():
         raise BenchError(f"{path} not found; a scene bundle is a directory with scene.json and "
                          "background.ply (see `bench scene sample`)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BenchError(f"{path}: invalid JSON ({exc.msg if hasattr(exc, 'msg') else exc}); "
-                         "fix the file") from None
+    data = read_json(path, what="scene file", fix="fix the file or regenerate the bundle")
     if not isinstance(data, dict):
         raise BenchError(f"{path}: must hold a JSON object")
     if data.get("format") != SCENE_FORMAT:

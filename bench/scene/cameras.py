@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.errors import BenchError
-from bench.provenance import atomic_write_bytes
+from bench.provenance import atomic_write_bytes, read_json
 
 MODELS = ("pinhole", "fisheye")
 RIGID_TOLERANCE = 1e-4  # max |R^T R - I| entry and |det R - 1| accepted as a rotation
@@ -475,12 +475,7 @@ def load_cameras(path: str | os.PathLike) -> list[Camera]:
         )
     if path.is_dir():
         return _load_colmap(_find_colmap_dir(path))
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BenchError(
-            f"camera file {path} is not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"
-        ) from None
+    data = read_json(path, what="camera file", fix="fix the file")
     if isinstance(data, dict) and "frames" in data:
         return _from_transforms(data)
     if isinstance(data, dict) and "cameras" in data:

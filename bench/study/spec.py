@@ -23,13 +23,13 @@ and metrics are checked against their registries ("did you mean" errors).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
+from bench.provenance import read_json
 
 CLEAN = "clean"
 DEFAULT_CONDITIONS = (CLEAN, "hole-54", "hole-90", "floaters-low", "floaters-mid",
@@ -209,10 +209,5 @@ def spec_from_dict(data: dict[str, Any], *, base: str | os.PathLike | None = Non
 def load_spec(path: str | os.PathLike) -> StudySpec:
     """Read a spec JSON file (relative paths are relative to the file)."""
     path = Path(path)
-    if not path.is_file():
-        raise BenchError(f"spec file {path} does not exist; write a JSON StudySpec first")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"{path} is not valid JSON ({exc})") from None
+    data = read_json(path, what="spec file", fix="write a JSON StudySpec (see bench.study.spec)")
     return spec_from_dict(data, base=path.parent)

@@ -76,3 +76,18 @@ def test_cli_error_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.startswith("bench scene") and "error:" in err and len(err.splitlines()) == 1
+
+
+def test_read_json_errors_name_the_file_and_the_fix(tmp_path):
+    from bench.provenance import read_json
+
+    with pytest.raises(FileNotFoundError, match=r"plan .*none.json does not exist; make one"):
+        read_json(tmp_path / "none.json", what="plan", fix="make one")
+    (tmp_path / "bad.json").write_text('{"a": 1,}')
+    with pytest.raises(BenchError, match=r"not valid JSON \(.* at line 1\); make one"):
+        read_json(tmp_path / "bad.json", what="plan", fix="make one")
+    (tmp_path / "latin.json").write_bytes(b'{"a": "\xe9"}')
+    with pytest.raises(BenchError, match="not UTF-8"):
+        read_json(tmp_path / "latin.json", what="plan", fix="make one")
+    (tmp_path / "ok.json").write_text('{"a": [1, 2]}')
+    assert read_json(tmp_path / "ok.json", what="plan", fix="-") == {"a": [1, 2]}

@@ -55,7 +55,7 @@ def test_registry_names_checked():
 
 
 def test_missing_and_bad_json(tmp_path):
-    with pytest.raises(BenchError, match="does not exist"):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
         load_spec(tmp_path / "none.json")
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(BenchError, match="not valid JSON"):
