@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `bench scene info X | head`: the reader left, stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail too
+        return 141
 
 
 if __name__ == "__main__":

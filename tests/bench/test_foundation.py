@@ -91,3 +91,28 @@ def test_read_json_errors_name_the_file_and_the_fix(tmp_path):
         read_json(tmp_path / "latin.json", what="plan", fix="make one")
     (tmp_path / "ok.json").write_text('{"a": [1, 2]}')
     assert read_json(tmp_path / "ok.json", what="plan", fix="-") == {"a": [1, 2]}
+
+
+def test_cli_stops_quietly_when_the_reader_closes_the_pipe():
+    import subprocess
+    import sys
+
+    script = (
+        "import argparse, sys\n"
+        "import bench.cli as cli\n"
+        "def handler(args):\n"
+        "    for _ in range(100000):\n"
+        "        print('x' * 100)\n"
+        "class Parser:\n"
+        "    def parse_args(self, argv):\n"
+        "        return argparse.Namespace(func=handler, command='info')\n"
+        "cli.build_parser = Parser\n"
+        "sys.exit(cli.main([]))\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    writer.stdout.read(10)
+    writer.stdout.close()  # like `| head -c 10`
+    err = writer.stderr.read().decode()
+    assert writer.wait(timeout=60) == 141
+    assert "Traceback" not in err
