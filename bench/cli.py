@@ -17,6 +17,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from bench import __version__
 
@@ -54,6 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(command: str):
+    """A ``warnings.showwarning`` that prints ``bench <cmd>: warning: ...`` on one line."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = str(message).splitlines()[0] if str(message) else category.__name__
+        print(f"bench {command}: warning: {text}", file=sys.stderr)
+
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     parser = build_parser()
@@ -61,12 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    command = " ".join(a for a in (args.command, getattr(args, "subcommand", None)) if a)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning(command)  # restored when the block ends
+            return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
         if os.environ.get("SPLATBENCH_DEBUG"):
             raise
-        command = " ".join(a for a in (args.command, getattr(args, "subcommand", None)) if a)
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"bench {command}: error: {message}", file=sys.stderr)
         return 2

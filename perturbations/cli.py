@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import warnings
 
 EDITOR_PARAMS = {  # CLI dest -> (editor, dataclass field)
     "angle": ("hole", "half_angle_deg"),
@@ -154,9 +153,7 @@ def run_perturb(args: argparse.Namespace) -> int:
     if out.resolve() == scene_dir.resolve():
         raise BenchError("--out must differ from --scene (the input would be replaced)")
     started = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.showwarning = _one_line_warning  # restored when the block ends
-        bundle = load_scene(scene_dir, drop_nonfinite=args.drop_nonfinite)
+    bundle = load_scene(scene_dir, drop_nonfinite=args.drop_nonfinite)
     bundle.require_table()
     _progress(f"loaded {scene_dir} ({len(bundle.background):,} Gaussians)", started)
     result = apply_perturbation(bundle, name, seed=args.seed, **overrides)
@@ -165,10 +162,6 @@ def run_perturb(args: argparse.Namespace) -> int:
     save_perturbed(result, out, overwrite=args.overwrite)
     _progress(f"wrote {out} ({len(result.bundle.background):,} Gaussians)", started)
     return 0
-
-
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"bench perturb: warning: {message}", file=sys.stderr)
 
 
 def _progress(message: str, started: float) -> None:

@@ -80,14 +80,7 @@ def scene_summary(path: str, *, drop_nonfinite: bool = False) -> dict:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    import warnings
-
-    def one_line(message, category, filename, lineno, file=None, line=None):
-        print(f"bench scene info: warning: {message}", file=sys.stderr)
-
-    with warnings.catch_warnings():
-        warnings.showwarning = one_line  # restored when the block ends
-        summary = scene_summary(args.path, drop_nonfinite=args.drop_nonfinite)
+    summary = scene_summary(args.path, drop_nonfinite=args.drop_nonfinite)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

@@ -116,3 +116,21 @@ def test_cli_stops_quietly_when_the_reader_closes_the_pipe():
     err = writer.stderr.read().decode()
     assert writer.wait(timeout=60) == 141
     assert "Traceback" not in err
+
+
+def test_cli_prints_warnings_on_one_line(monkeypatch, capsys):
+    import argparse
+    import warnings
+
+    def handler(args):
+        warnings.warn("table outside the scene bounds\nsecond line", UserWarning, stacklevel=1)
+        return 0
+
+    class Parser:
+        def parse_args(self, argv):
+            return argparse.Namespace(func=handler, command="render")
+
+    monkeypatch.setattr(cli, "build_parser", Parser)
+    assert cli.main([]) == 0
+    err = capsys.readouterr().err
+    assert err == "bench render: warning: table outside the scene bounds\n"
