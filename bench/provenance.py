@@ -161,6 +161,8 @@ def staged_output_dir(out_dir: str | os.PathLike, *, overwrite: bool) -> Iterato
     temp directory is removed and ``out_dir`` is left as it was.
     """
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BenchError(f"output path {out_dir} is a file, not a directory; choose another --out")
     if out_dir.exists() and not overwrite:
         raise BenchError(
             f"output directory {out_dir} exists; pass --overwrite or choose another --out"

@@ -47,6 +47,12 @@ def test_staged_output_dir_refuses_existing_and_cleans_up(tmp_path):
     with staged_output_dir(out, overwrite=True) as tmp:
         (tmp / "a.txt").write_text("a")
     assert (out / "a.txt").read_text() == "a"
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("keep me")
+    with pytest.raises(BenchError, match="is a file, not a directory"):
+        with staged_output_dir(a_file, overwrite=True):
+            pass
+    assert a_file.read_text() == "keep me"
 
 
 def test_manifest_hashes_and_is_byte_stable(tmp_path):
