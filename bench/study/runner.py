@@ -75,6 +75,8 @@ def _log(message: str) -> None:
 def open_output(spec: StudySpec, out: Path, *, resume: bool, overwrite: bool) -> ResultsStore:
     """Create or reopen ``out`` and its store; a resumed run must use the same spec."""
     spec_text = json.dumps(spec.to_json(), sort_keys=True)
+    if out.exists() and not out.is_dir():
+        raise BenchError(f"--out {out} is a file, not a directory; choose a directory path")
     if out.exists() and any(out.iterdir()):
         ours = (out / SPEC_FILE).is_file()
         if overwrite and not resume:
@@ -355,6 +357,7 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
     from bench.study.analysis import analyse
 
     spec.validate_registries()
+    spec.validate_inputs()  # every refusal of the spec comes before --out is touched
     out = Path(out)
     store = open_output(spec, out, resume=resume, overwrite=overwrite)
     try:

@@ -23,7 +23,9 @@ and metrics are checked against their registries ("did you mean" errors).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,7 @@ class StudySpec:
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
+        check_field_types({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         object.__setattr__(self, "conditions", tuple(self.conditions))
         object.__setattr__(self, "tasks", tuple(t.lower() for t in self.tasks))
         object.__setattr__(self, "metrics", tuple(self.metrics))
@@ -127,7 +130,7 @@ class StudySpec:
                 raise BenchError(f"task {task!r} needs two different policies [pi_1, pi_2], "
                                  f"got {list(pair)}")
         for name in ("trials", "real_trials"):
-            if int(getattr(self, name)) < 1:
+            if getattr(self, name) < 1:
                 raise BenchError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.sample_gaussians < 100:
             raise BenchError(f"sample_gaussians must be >= 100, got {self.sample_gaussians}")
@@ -135,6 +138,14 @@ class StudySpec:
             raise BenchError(f"max_frames must be >= 1 or null, got {self.max_frames}")
         if not 0 <= self.capture_noise < 0.5:
             raise BenchError(f"capture_noise must be in [0, 0.5), got {self.capture_noise}")
+        if not 0 < self.alpha < 1:
+            raise BenchError(f"alpha must be in (0, 1), got {self.alpha}; the paper uses 0.05")
+        if min(self.image_size) < 8:
+            raise BenchError(f"image_size must be two pixel counts >= 8, got "
+                             f"{list(self.image_size)}")
+        for name in ("seed", "sim_condition_offset", "real_condition_offset"):
+            if getattr(self, name) < 0:
+                raise BenchError(f"{name} must be >= 0, got {getattr(self, name)}")
         real = range(self.real_condition_offset, self.real_condition_offset + self.real_trials)
         sim = range(self.sim_condition_offset, self.sim_condition_offset + self.trials)
         if set(real) & set(sim):
@@ -161,6 +172,23 @@ class StudySpec:
                 POLICIES.get(name)
         for metric in self.metrics:
             scorer_info(metric)
+        if self.render_backend != "auto":
+            from bench.render import resolve_backend
+
+            resolve_backend(self.render_backend)
+
+    def validate_inputs(self) -> None:
+        """Check that every given scene and extra-condition bundle directory holds a scene."""
+        from bench.scene.bundle import SCENE_FILE
+
+        given = [("scene", name, path) for name, path in self.scenes.items()]
+        given += [(f"extra condition {cond!r}, scene", name, path)
+                  for cond, per_scene in self.extra_conditions.items()
+                  for name, path in per_scene.items()]
+        for what, name, path in given:
+            if not (Path(path) / SCENE_FILE).is_file():
+                raise BenchError(f"{what} {name!r}: {path} is not a scene bundle (no {SCENE_FILE});"
+                                 " fix the path in the spec (relative paths are relative to it)")
 
     @property
     def scene_names(self) -> list[str]:
@@ -179,6 +207,62 @@ class StudySpec:
         return dataclasses.replace(self, **changes)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_str_seq(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
+def _is_map(value: Any, check: Any) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and check(v) for k, v in value.items())
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+#: Spec key -> (check of its value, what the JSON must hold). Checked before anything else so
+#: a malformed spec fails with the key's name, not with a TypeError deep in the runner.
+FIELD_TYPES: dict[str, tuple[Any, str]] = {
+    "name": (lambda v: isinstance(v, str), "a string"),
+    "scenes": (lambda v: _is_map(v, _is_path), "an object: scene name -> bundle directory"),
+    "sample_scenes": (lambda v: _is_map(v, _is_int), "an object: scene name -> integer seed"),
+    "sample_gaussians": (_is_int, "an integer"),
+    "conditions": (_is_str_seq, "a list of condition names"),
+    "extra_conditions": (lambda v: _is_map(v, lambda m: _is_map(m, _is_path)),
+                         "an object: condition -> {scene name: bundle directory}"),
+    "seed": (_is_int, "an integer"),
+    "tasks": (_is_str_seq, "a list of task names"),
+    "policies": (lambda v: _is_map(v, _is_str_seq), "an object: task -> [pi_1, pi_2]"),
+    "trials": (_is_int, "an integer"),
+    "real_trials": (_is_int, "an integer"),
+    "sim_condition_offset": (_is_int, "an integer"),
+    "real_condition_offset": (_is_int, "an integer"),
+    "image_size": (lambda v: isinstance(v, (list, tuple)) and len(v) == 2
+                   and all(_is_int(x) for x in v), "[height, width] in pixels"),
+    "max_frames": (lambda v: v is None or _is_int(v), "an integer or null"),
+    "metrics": (_is_str_seq, "a list of metric names"),
+    "capture_noise": (_is_real, "a number"),
+    "render_backend": (lambda v: isinstance(v, str), "a string"),
+    "alpha": (_is_real, "a number"),
+}
+
+
+def check_field_types(values: Mapping[str, Any]) -> None:
+    """Refuse a value of the wrong JSON type, naming the key and what it must hold."""
+    for key, value in values.items():
+        check, expected = FIELD_TYPES[key]
+        if not check(value):
+            raise BenchError(f"spec key {key!r} must be {expected}, got {value!r}")
+
+
 def spec_from_dict(data: dict[str, Any], *, base: str | os.PathLike | None = None) -> StudySpec:
     """Build a spec from parsed JSON; relative bundle paths resolve against ``base``."""
     if not isinstance(data, dict):
@@ -187,6 +271,7 @@ def spec_from_dict(data: dict[str, Any], *, base: str | os.PathLike | None = Non
     unknown = sorted(set(data) - known)
     if unknown:
         raise BenchError(f"unknown spec keys {unknown}; valid keys: {sorted(known)}")
+    check_field_types(data)
     data = dict(data)
     root = Path(base) if base is not None else Path.cwd()
 

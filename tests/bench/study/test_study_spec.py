@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from bench.errors import BenchError
-from bench.study.spec import DEFAULT_POLICIES, StudySpec, load_spec, spec_from_dict
+from bench.study.spec import (
+    DEFAULT_POLICIES,
+    FIELD_TYPES,
+    StudySpec,
+    load_spec,
+    spec_from_dict,
+)
 
 
 def test_load_resolves_paths_and_defaults(tmp_path):
@@ -39,10 +46,47 @@ def test_load_resolves_paths_and_defaults(tmp_path):
      "disjoint"),
     ({"sample_scenes": {"a": 0, "b": 1}, "extra_conditions": {"random-30": {"a": "x"}}},
      "lacks a bundle"),
+    # wrong JSON types name the key (were TypeErrors / tracebacks deep in the runner)
+    ({"sample_scenes": ["a"]}, "'sample_scenes' must be an object"),
+    ({"scenes": ["lab"]}, "'scenes' must be an object"),
+    ({"sample_scenes": {"a": 0}, "sample_gaussians": "x"}, "'sample_gaussians' must be an int"),
+    ({"sample_scenes": {"a": 0}, "trials": 2.5}, "'trials' must be an integer"),
+    ({"sample_scenes": {"a": 0}, "trials": True}, "'trials' must be an integer"),
+    ({"sample_scenes": {"a": 0}, "tasks": "cup"}, "'tasks' must be a list"),
+    ({"sample_scenes": {"a": 0}, "seed": "x"}, "'seed' must be an integer"),
+    ({"sample_scenes": {"a": 0}, "image_size": [64]}, "'image_size' must be \\[height, width\\]"),
+    ({"sample_scenes": {"a": 0}, "policies": {"cup": "ab"}}, "'policies' must be an object"),
+    ({"sample_scenes": {"a": 0}, "max_frames": "x"}, "'max_frames' must be an integer or null"),
+    # values the runner would only refuse after writing bundles and rollouts
+    ({"sample_scenes": {"a": 0}, "alpha": 2}, "alpha must be in \\(0, 1\\)"),
+    ({"sample_scenes": {"a": 0}, "seed": -1}, "seed must be >= 0"),
+    ({"sample_scenes": {"a": 0}, "image_size": [4, 4]}, "image_size must be two pixel counts"),
 ])
 def test_bad_specs(data, message):
     with pytest.raises(BenchError, match=message):
         spec_from_dict(data)
+
+
+def test_every_field_has_a_type_check():
+    assert set(FIELD_TYPES) == {f.name for f in dataclasses.fields(StudySpec)}
+
+
+def test_bundle_paths_checked_before_running(tmp_path):
+    spec = StudySpec(scenes={"lab": str(tmp_path / "nowhere")})
+    with pytest.raises(BenchError, match="'lab'.*not a scene bundle"):
+        spec.validate_inputs()
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "scene.json").write_text("{}")
+    spec = StudySpec(scenes={"lab": str(tmp_path / "lab")},
+                     extra_conditions={"random-30": {"lab": str(tmp_path / "r30")}})
+    with pytest.raises(BenchError, match="extra condition 'random-30', scene 'lab'"):
+        spec.validate_inputs()
+
+
+def test_unknown_render_backend_refused():
+    spec = StudySpec(sample_scenes={"a": 0}, tasks=("cup",), render_backend="nope")
+    with pytest.raises(ValueError, match="unknown render backend"):
+        spec.validate_registries()
 
 
 def test_registry_names_checked():
