@@ -49,8 +49,8 @@ import numpy as np
 
 from bench.policies.base import POLICIES
 from bench.policies.expert import ExpertConfig, ScriptedExpert
-from bench.scene.cameras import Camera
 from bench.sim.objects import Cylinder, Pen
+from bench.sim.observation import wrist_camera_model
 from bench.sim.state import ObjectState, TaskState
 from bench.sim.transforms import mat_to_rotvec, pose, quat_to_mat
 
@@ -195,9 +195,8 @@ class VisualServoPolicy(ScriptedExpert):
         self.rest_height = shape.height / 2 if isinstance(shape, Cylinder) else shape.radius
         self.table = env.table
         self.world_from_table = env.world.world_from_table
-        h, w = env.config.image_size  # the wrist camera's intrinsics, as the env renders it
-        self.wrist = Camera.equidistant_fisheye(w, h, fov_deg=env.config.fisheye_fov_deg,
-                                                world_from_camera=np.eye(4), name="wrist")
+        # the calibrated wrist intrinsics (Kannala-Brandt, distortion included), as rendered
+        self.wrist = wrist_camera_model(env.config)
         self.reset()
 
     def reset(self, *, seed: int | None = None) -> None:

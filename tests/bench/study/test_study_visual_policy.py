@@ -90,8 +90,11 @@ def test_visual_policy_needs_images(scene):
         env.close()
 
 
-def test_wrist_camera_matches_the_env_renderer(scene):
-    env = bench.sim.make_env("tape", scene, image_size=(96, 96))
+@pytest.mark.parametrize("distortion", [(0.0, 0.0, 0.0, 0.0), (0.05, -0.01, 0.0, 0.0)])
+def test_wrist_camera_matches_the_env_renderer(scene, distortion):
+    # a distorted lens too: the policy back-projects with the calibrated Kannala-Brandt model,
+    # not an equidistant stand-in
+    env = bench.sim.make_env("tape", scene, image_size=(96, 96), fisheye_distortion=distortion)
     try:
         policy = make_policy("visual-servo", env)
         obs, info = env.reset(seed=2)
@@ -103,6 +106,7 @@ def test_wrist_camera_matches_the_env_renderer(scene):
         assert mine.to_dict().keys() == theirs.to_dict().keys()
         assert (mine.width, mine.height, mine.fx, mine.cx) == (theirs.width, theirs.height,
                                                                theirs.fx, theirs.cx)
+        assert tuple(mine.distortion) == tuple(theirs.distortion) == distortion
         np.testing.assert_allclose(mine.world_from_camera, theirs.world_from_camera, atol=1e-6)
     finally:
         env.close()
