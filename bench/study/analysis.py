@@ -142,41 +142,60 @@ def _quality_table(quality: dict, out: Path) -> list[Path]:
     return write_table(out, "quality", header, rows, title="Scene quality (mean over frames)")
 
 
-def reliability(spec: StudySpec, by_condition: dict[str, dict], quality: dict, out: Path
-                ) -> tuple[list[Path], dict[str, Any]]:
-    """Scene-held-out reliability classifier over every (view protocol, metric) method."""
-    if len(spec.scene_names) < 2:
-        return [], {"skipped": "needs at least 2 scenes"}
+def reliability_labels(spec: StudySpec, by_condition: dict[str, dict[tuple[str, str], PolicyPair]]
+                       ) -> dict[str, dict[tuple[str, str], int]]:
+    """Target (each task, and All-three when there are >= 2 tasks) -> {(scene, condition): H}.
+
+    ``H`` is :func:`protocols.reliability.reliability_label` (1 when the simulated
+    ranking disagrees with real, simulated ties included). A real tie is
+    unrankable: it has no label, and a (scene, condition) gets an All-three label
+    only when every task is rankable there (as :mod:`protocols.yubi` does).
+    Targets with no label at all are left out.
+    """
     labels: dict[str, dict[tuple[str, str], int]] = {t: {} for t in spec.tasks}
-    labels[ALL_THREE] = {}
+    all_three: dict[tuple[str, str], int] = {}
     for cond, pairs in by_condition.items():
         for scene in spec.scene_names:
-            task_labels = []
-            for task in spec.tasks:
-                pair = pairs[(scene, task)]
-                if pair.outcome == REAL_TIE:
-                    continue
+            rankable = [(t, pairs[(scene, t)]) for t in spec.tasks
+                        if pairs[(scene, t)].outcome != REAL_TIE]
+            for task, pair in rankable:
                 labels[task][(scene, cond)] = reliability_label(pair)
-                task_labels.append(labels[task][(scene, cond)])
-            if len(task_labels) == len(spec.tasks):
-                labels[ALL_THREE][(scene, cond)] = all_tasks_label(task_labels)
-    labels = {t: m for t, m in labels.items() if m}
+            if len(spec.tasks) > 1 and len(rankable) == len(spec.tasks):
+                all_three[(scene, cond)] = all_tasks_label(
+                    labels[t][(scene, cond)] for t, _ in rankable)
+    labels[ALL_THREE] = all_three
+    return {t: m for t, m in labels.items() if m}
+
+
+def reliability(spec: StudySpec, by_condition: dict[str, dict], quality: dict, out: Path
+                ) -> tuple[list[Path], dict[str, Any]]:
+    """Scene-held-out reliability classifier over every (view protocol, metric) method.
+
+    A method's score of a (scene, condition) is its mean over frames; directions
+    come from :mod:`protocols.metric_directions` (LPIPS is negated inside
+    :func:`protocols.reliability.evaluate_methods`).
+    """
+    if len(spec.scene_names) < 2:
+        return [], {"skipped": "needs at least 2 scenes"}
+    # a target needs labelled conditions in >= 2 scenes to hold one scene out
+    usable = {t: m for t, m in reliability_labels(spec, by_condition).items()
+              if len({s for s, _ in m}) >= 2}
     scores: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
     for (scene, cond, protocol, metric), value in quality.items():
         if np.isfinite(value):
             scores[f"{protocol}:{metric}"][(scene, cond)] = value
-    directions = {m: is_lower_better(m.split(":", 1)[1]) for m in scores}
-    usable = {t: m for t, m in labels.items()
-              if len({s for s, _ in m}) >= 2}
     if not usable or not scores:
         return [], {"skipped": "no rankable comparisons in at least two scenes"}
+    directions = {m: is_lower_better(m.split(":", 1)[1]) for m in scores}
     results, _ = evaluate_methods(dict(sorted(scores.items())), usable, lower_better=directions)
     targets = list(usable)
     rows = [[r.method, *[f"{r.correct[t]}/{r.total[t]}" for t in targets]] for r in results]
     paths = write_table(out, "reliability", ["method", *targets], rows,
                         title="Scene-held-out reliability classifier (correct / decisions)",
                         notes=["H = 1 when the simulated ranking disagrees with real "
-                               "(ties included); predict H = 1 iff oriented Q < tau."])
+                               "(ties included); predict H = 1 iff oriented Q < tau.",
+                               "Real ties are unrankable: no label; All-three only where every "
+                               "task is rankable; targets labelled in < 2 scenes are left out."])
     label_rows = [[t, s, c, v] for t, m in usable.items() for (s, c), v in sorted(m.items())]
     paths += write_table(out, "reliability_labels", ["target", "scene", "condition", "label"],
                          label_rows, title="Reliability labels")
