@@ -199,16 +199,20 @@ class ResultsStore:
         return self._db.execute(f"SELECT 1 FROM rollouts WHERE {where}", tuple(key)).fetchone() \
             is not None
 
-    def rollouts(self, study: str | None = None) -> list[RolloutRow]:
-        """Every stored rollout (of ``study`` if given), sorted by key."""
-        sql = f"SELECT {', '.join(ROLLOUT_COLUMNS)} FROM rollouts"
+    def _select(self, table: str, columns: Sequence[str], key: Sequence[str],
+                study: str | None) -> list[dict[str, Any]]:
+        """Every row of ``table`` (of ``study`` if given) as column -> value, sorted by key."""
+        sql = f"SELECT {', '.join(columns)} FROM {table}"
         args: tuple = ()
         if study is not None:
             sql, args = sql + " WHERE study = ?", (study,)
-        rows = self._db.execute(sql + f" ORDER BY {', '.join(ROLLOUT_KEY)}", args).fetchall()
+        rows = self._db.execute(sql + f" ORDER BY {', '.join(key)}", args).fetchall()
+        return [dict(zip(columns, r, strict=True)) for r in rows]
+
+    def rollouts(self, study: str | None = None) -> list[RolloutRow]:
+        """Every stored rollout (of ``study`` if given), sorted by key."""
         out = []
-        for r in rows:
-            data = dict(zip(ROLLOUT_COLUMNS, r, strict=True))
+        for data in self._select("rollouts", ROLLOUT_COLUMNS, ROLLOUT_KEY, study):
             data["success"], data["truncated"] = bool(data["success"]), bool(data["truncated"])
             out.append(RolloutRow(**data))
         return out
@@ -242,12 +246,8 @@ class ResultsStore:
         ).fetchone() is not None
 
     def quality(self, study: str | None = None) -> list[dict[str, Any]]:
-        sql = f"SELECT {', '.join(QUALITY_COLUMNS)} FROM quality"
-        args: tuple = ()
-        if study is not None:
-            sql, args = sql + " WHERE study = ?", (study,)
-        rows = self._db.execute(sql + f" ORDER BY {', '.join(QUALITY_KEY)}", args).fetchall()
-        return [dict(zip(QUALITY_COLUMNS, r, strict=True)) for r in rows]
+        """Every stored score (of ``study`` if given), sorted by key."""
+        return self._select("quality", QUALITY_COLUMNS, QUALITY_KEY, study)
 
     # -- conditions -----------------------------------------------------------------------
     def add_condition(self, study: str, scene: str, condition: str, *, tool: str, path: str,
@@ -257,12 +257,8 @@ class ResultsStore:
                             [study, scene, condition, tool, path, manifest_sha256, text])
 
     def conditions(self, study: str | None = None) -> list[dict[str, Any]]:
-        sql = f"SELECT {', '.join(CONDITION_COLUMNS)} FROM conditions"
-        args: tuple = ()
-        if study is not None:
-            sql, args = sql + " WHERE study = ?", (study,)
-        rows = self._db.execute(sql + f" ORDER BY {', '.join(CONDITION_KEY)}", args).fetchall()
-        return [dict(zip(CONDITION_COLUMNS, r, strict=True)) for r in rows]
+        """Every stored condition manifest (of ``study`` if given), sorted by key."""
+        return self._select("conditions", CONDITION_COLUMNS, CONDITION_KEY, study)
 
     # -- export ---------------------------------------------------------------------------
     def export_csv(self, out_dir: str | os.PathLike) -> dict[str, Path]:
