@@ -148,46 +148,63 @@ def _make_sample(out: Path, scene: str, seed: int, n_gaussians: int) -> Path:
     return target
 
 
-def prepare_conditions(spec: StudySpec, out: Path, store: ResultsStore, *,
-                       progress: bool = True) -> dict[tuple[str, str], ConditionBundle]:
-    """Clean + preset + extra bundles of every scene, each with a stored manifest."""
-    from tqdm import tqdm
+def _preset_bundle(spec: StudySpec, out: Path, scene: str, cond: str, clean_dir: Path,
+                   clean: list[Any]) -> Path:
+    """The bundle of ``scene`` under artifact preset ``cond`` (made once; kept on resume).
 
+    ``clean`` caches the loaded clean bundle across the presets of one scene.
+    """
     from bench.scene.bundle import load_scene
     from perturbations.apply import apply_perturbation, save_perturbed
+
+    target = _scene_dir(out, scene, cond)
+    if not (target / "manifest.json").is_file():
+        if target.exists():  # a killed run left a partial directory
+            shutil.rmtree(target)
+        if not clean:
+            clean.append(load_scene(clean_dir))
+        save_perturbed(apply_perturbation(clean[0], cond, seed=spec.seed), target)
+    return target
+
+
+def _scene_entries(spec: StudySpec, out: Path, scene: str) -> list[tuple[str, Path, Path, str]]:
+    """(condition, bundle dir, manifest, tool id) of every condition of one scene."""
     from perturbations.registry import tool_id
+
+    if scene in spec.sample_scenes:
+        clean_dir = _make_sample(out, scene, spec.sample_scenes[scene], spec.sample_gaussians)
+        entries = [(CLEAN, clean_dir, clean_dir / "manifest.json", "sample-room/1")]
+    else:
+        clean_dir = Path(spec.scenes[scene])
+        entries = [(CLEAN, clean_dir, _reference_manifest(out, scene, CLEAN, clean_dir, "scene/1"),
+                    "scene/1")]
+    clean: list[Any] = []
+    for cond in spec.conditions:
+        if cond != CLEAN:
+            target = _preset_bundle(spec, out, scene, cond, clean_dir, clean)
+            entries.append((cond, target, target / "manifest.json", tool_id(cond)))
+    for cond, per_scene in spec.extra_conditions.items():
+        source = Path(per_scene[scene])
+        entries.append((cond, source, _reference_manifest(out, scene, cond, source, "prepared/1"),
+                        "prepared/1"))
+    return entries
+
+
+def prepare_conditions(spec: StudySpec, out: Path, store: ResultsStore, *,
+                       progress: bool = True) -> dict[tuple[str, str], ConditionBundle]:
+    """Clean + preset + extra bundles of every scene, each with a stored manifest.
+
+    On resume a bundle whose manifest changed is refused by the store (its
+    ``conditions`` row is stored with the old sha256).
+    """
+    from tqdm import tqdm
 
     bundles: dict[tuple[str, str], ConditionBundle] = {}
     total = len(spec.scene_names) * len(spec.all_conditions)
     bar = tqdm(total=total, desc="conditions", unit="bundle", file=sys.stderr,
                disable=not progress)
     for scene in spec.scene_names:
-        if scene in spec.sample_scenes:
-            clean_dir = _make_sample(out, scene, spec.sample_scenes[scene], spec.sample_gaussians)
-            clean_manifest, tool = clean_dir / "manifest.json", "sample-room/1"
-        else:
-            clean_dir = Path(spec.scenes[scene])
-            clean_manifest = _reference_manifest(out, scene, CLEAN, clean_dir, "scene/1")
-            tool = "scene/1"
-        entries = [(CLEAN, clean_dir, clean_manifest, tool)]
-        clean_bundle = None
-        for cond in spec.conditions:
-            if cond == CLEAN:
-                continue
-            target = _scene_dir(out, scene, cond)
-            if not (target / "manifest.json").is_file():
-                if target.exists():
-                    shutil.rmtree(target)
-                clean_bundle = clean_bundle or load_scene(clean_dir)
-                result = apply_perturbation(clean_bundle, cond, seed=spec.seed)
-                save_perturbed(result, target)
-            entries.append((cond, target, target / "manifest.json", tool_id(cond)))
-        for cond, per_scene in spec.extra_conditions.items():
-            source = Path(per_scene[scene])
-            entries.append((cond, source,
-                            _reference_manifest(out, scene, cond, source, "prepared/1"),
-                            "prepared/1"))
-        for cond, path, manifest, tool in entries:
+        for cond, path, manifest, tool in _scene_entries(spec, out, scene):
             sha = sha256_file(manifest)
             shown = path.relative_to(out) if path.is_relative_to(out) else path  # movable output
             store.add_condition(spec.name, scene, cond, tool=tool, path=str(shown),
@@ -216,7 +233,7 @@ def capture_images(spec: StudySpec, out: Path, scene: str, clean: ConditionBundl
     bundle = load_scene(clean.path)
     cameras = scene_cameras(bundle, "test")
     frames = render_frames(bundle.background, cameras, backend=spec.render_backend,
-                           progress=progress)
+                           progress=progress)  # [V, H, W, 3] float in [0, 1]
     seed = int(np.random.SeedSequence([spec.seed, *scene.encode()]).generate_state(1)[0])
     rng = np.random.default_rng(seed)
     noisy = np.clip(frames + rng.normal(0.0, spec.capture_noise, frames.shape), 0.0, 1.0)
@@ -296,6 +313,23 @@ def rollout_plan(spec: StudySpec) -> list[tuple[str, str, str, str, int]]:
     return plan
 
 
+def _missing_rollouts(spec: StudySpec, store: ResultsStore
+                      ) -> dict[tuple[str, str, str, str], list[tuple[str, int]]]:
+    """(scene, condition, task, domain) -> [(policy, trial)] not in the store yet, plan order."""
+    todo: dict[tuple[str, str, str, str], list[tuple[str, int]]] = {}
+    for domain, scene, cond, task, trial in rollout_plan(spec):
+        for policy in spec.policies[task]:
+            if not store.has_rollout((spec.name, scene, cond, task, policy, domain, trial)):
+                todo.setdefault((scene, cond, task, domain), []).append((policy, trial))
+    return todo
+
+
+def init_condition(spec: StudySpec, domain: str, trial: int) -> int:
+    """Initial-condition index of ``trial``: the same in every condition of a domain (paired)."""
+    offset = spec.real_condition_offset if domain == "real" else spec.sim_condition_offset
+    return offset + trial
+
+
 def run_rollouts(spec: StudySpec, store: ResultsStore,
                  bundles: dict[tuple[str, str], ConditionBundle], *,
                  progress: bool = True) -> int:
@@ -308,15 +342,9 @@ def run_rollouts(spec: StudySpec, store: ResultsStore,
     from bench.scene.bundle import load_scene
     from bench.sim.rollout import run_episode
 
-    todo: dict[tuple[str, str, str, str], list[tuple[str, int]]] = {}
-    for domain, scene, cond, task, trial in rollout_plan(spec):
-        for policy in spec.policies[task]:
-            key = (spec.name, scene, cond, task, policy, domain, trial)
-            if not store.has_rollout(key):
-                todo.setdefault((scene, cond, task, domain), []).append((policy, trial))
-    total = sum(len(v) for v in todo.values())
-    bar = tqdm(total=total, desc="rollouts", unit="rollout", file=sys.stderr,
-               disable=not progress)
+    todo = _missing_rollouts(spec, store)
+    bar = tqdm(total=sum(len(v) for v in todo.values()), desc="rollouts", unit="rollout",
+               file=sys.stderr, disable=not progress)
     ran = 0
     loaded: dict[tuple[str, str], Any] = {}
     for (scene, cond, task, domain), items in todo.items():
@@ -327,14 +355,14 @@ def run_rollouts(spec: StudySpec, store: ResultsStore,
                                  max_frames=spec.max_frames, render_backend=spec.render_backend)
         try:
             policies = {p: make_policy(p, env, seed=spec.seed) for p in spec.policies[task]}
-            offset = spec.real_condition_offset if domain == "real" else spec.sim_condition_offset
             for policy, trial in items:
                 bar.set_postfix_str(f"{scene}/{cond}/{task}/{policy}/{domain}")
-                record, _, _ = run_episode(env, policies[policy], condition=offset + trial,
+                start = init_condition(spec, domain, trial)
+                record, _, _ = run_episode(env, policies[policy], condition=start,
                                            episode=trial, policy_name=policy)
                 store.add_rollout(RolloutRow(
                     study=spec.name, scene=scene, condition=cond, task=task, policy=policy,
-                    domain=domain, trial=trial, init_condition=offset + trial,
+                    domain=domain, trial=trial, init_condition=start,
                     success=record.success, progress_final=record.progress_final,
                     progress_max=record.progress_max, frames=record.frames,
                     failure=record.failure, truncated=record.truncated,
