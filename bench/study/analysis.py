@@ -119,8 +119,11 @@ def _transitions_table(spec: StudySpec, by_condition: dict[str, dict], out: Path
                      t.corrected])
     header = ["condition", "sig_lost", "sig_gained", "reversed", "tied", "agree", "total",
               "corrected"]
+    notes = ["sig_lost/gained, reversed, tied, corrected: over every comparison, real ties "
+             "included (YUBI Table I); agree/total: over the eligible ones."]
     return write_table(out, "transitions", header, rows,
-                       title=f"Transitions vs clean (two-sided Fisher, p < {spec.alpha})")
+                       title=f"Transitions vs clean (two-sided Fisher, p < {spec.alpha})",
+                       notes=notes)
 
 
 def quality_summary(store: ResultsStore, study: str
