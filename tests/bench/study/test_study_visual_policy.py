@@ -110,3 +110,27 @@ def test_wrist_camera_matches_the_env_renderer(scene, distortion):
         np.testing.assert_allclose(mine.world_from_camera, theirs.world_from_camera, atol=1e-6)
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("task", ["cup", "tape", "pen"])
+def test_receptacle_pose_comes_from_the_layout_not_the_state(scene, task):
+    import dataclasses
+
+    env = bench.sim.make_env(task, scene, image_size=(64, 64))
+    try:
+        policy = make_policy("visual-servo", env)
+        obs, info = env.reset(seed=0)
+        policy.reset(seed=0)
+        name = env.unwrapped.task.receptacle.name
+        settled = info["state"].objects[name]
+        # the layout pose is where the receptacle settles (a resting body: within 2 mm)
+        np.testing.assert_allclose(policy.receptacle.pos, settled.pos, atol=2e-3)
+        # a pushed receptacle (true state moved 10 cm) is not seen: the belief keeps the layout
+        policy.estimate = visual.ObjectEstimate(xy=np.zeros(2), yaw=0.0, points=10)
+        moved = dataclasses.replace(settled, pos=settled.pos + [0.1, 0.0, 0.0])
+        state = dataclasses.replace(info["state"],
+                                    objects={**info["state"].objects, name: moved})
+        believed = policy._believed_state(state, np.asarray(info["tcp_target"]), holding=False)
+        np.testing.assert_array_equal(believed.objects[name].pos, policy.receptacle.pos)
+    finally:
+        env.close()
