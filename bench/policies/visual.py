@@ -101,7 +101,7 @@ class ObjectEstimate:
     points: int  # segmented table points behind the estimate
 
 
-def _hsv(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _hsv(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # [..., 3] -> 3x [...]
     """Hue (degrees), saturation, value of ``rgb`` [..., 3] in [0, 1] (vectorised HSV)."""
     top = rgb.max(axis=-1)
     low = rgb.min(axis=-1)
@@ -218,7 +218,7 @@ class VisualServoPolicy(ScriptedExpert):
         self._surveyed = False
 
     # -- perception -----------------------------------------------------------------------
-    def wrist_camera(self, proprio: np.ndarray) -> Any:
+    def wrist_camera(self, proprio: np.ndarray) -> Any:  # [P] (xyz, wxyz quat, ...) -> Camera
         """The wrist camera at the proprioceptive TCP pose (hand-eye transform fixed at reset)."""
         world = self.env.world
         tcp = pose(quat_to_mat(np.asarray(proprio[3:7], np.float64)), np.asarray(proprio[:3]))
@@ -226,7 +226,7 @@ class VisualServoPolicy(ScriptedExpert):
             self._tcp_from_camera = np.linalg.inv(tcp) @ world.robot.camera_pose(world.data)
         return self.wrist.with_pose(tcp @ self._tcp_from_camera)
 
-    def locate(self, image: np.ndarray, camera: Any) -> ObjectEstimate | None:
+    def locate(self, image: np.ndarray, camera: Any) -> ObjectEstimate | None:  # [H, W, 3] uint8
         """Actor estimate from one wrist image, or None when too few pixels match."""
         cfg = self.visual
         mask = colour_mask(image, self.hue_deg, tolerance_deg=cfg.hue_tolerance_deg,
@@ -268,7 +268,8 @@ class VisualServoPolicy(ScriptedExpert):
         return inside & outside_rec
 
     # -- control --------------------------------------------------------------------------
-    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]) -> np.ndarray:
+    def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]
+            ) -> np.ndarray:  # [C, 7] chunk (or [7] per-step)
         state: TaskState = info["state"]
         actor_name = self.task.actor.name
         holding = state.attached is not None or state.held(actor_name)
@@ -291,7 +292,8 @@ class VisualServoPolicy(ScriptedExpert):
                                         holding=holding)
         return super().act(obs, {**info, "state": believed})
 
-    def _believed_state(self, state: TaskState, target: np.ndarray, *, holding: bool) -> TaskState:
+    def _believed_state(self, state: TaskState, target: np.ndarray,  # target [4, 4] TCP
+                        *, holding: bool) -> TaskState:
         """``state`` with the actor and receptacle replaced by what the policy believes.
 
         The receptacle is where the task layout puts it (a pushed receptacle is not seen).
@@ -317,10 +319,10 @@ class VisualServoPolicy(ScriptedExpert):
         sx, sy = self.visual.survey_xy
         return (self.world_from_table @ np.array([sx, sy, self.visual.survey_height, 1.0]))[:3]
 
-    def _at_survey(self, target: np.ndarray) -> bool:
+    def _at_survey(self, target: np.ndarray) -> bool:  # [4, 4] TCP target
         return bool(np.linalg.norm(target[:3, 3] - self._survey_goal()) <= 0.01)
 
-    def _survey_chunk(self, info: dict[str, Any]) -> np.ndarray:
+    def _survey_chunk(self, info: dict[str, Any]) -> np.ndarray:  # [C, 7] (or [7] per-step)
         """Fly towards the survey pose (keeping the current yaw, fingers open)."""
         goal = self._survey_goal()
         target = np.asarray(info["tcp_target"], np.float64)
