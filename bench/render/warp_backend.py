@@ -505,8 +505,7 @@ _RASTER_TILE_SNIPPET = """
             float* __restrict a1 = A1 + r * TS;
             float* __restrict a2 = A2 + r * TS;
             float* __restrict a3 = A3 + r * TS;
-            int stops = 0;
-            for (int l = 0; l < tw; ++l) {
+            auto blend = [&](const int l) -> int {
                 const float t = Tr[l];
                 const bool open = (l >= rx0) & (l < rx1) & (t >= 0.0f);
                 const bool hidden = open & (cz >= occ[l]);
@@ -538,7 +537,13 @@ _RASTER_TILE_SNIPPET = """
                 a2[l] = a2[l] + cb * w;
                 a3[l] = a3[l] + cz * w;
                 Tr[l] = ok ? t_next : (stop ? -t : t);
-                stops += (int)stop;
+                return (int)stop;
+            };
+            int stops = 0;
+            if (tw == 16) {  // the usual full 16-pixel tile row: a constant trip count
+                for (int l = 0; l < 16; ++l) stops += blend(l);
+            } else {
+                for (int l = 0; l < tw; ++l) stops += blend(l);
             }
             row_left[r] -= stops;
             remaining -= stops;
