@@ -58,7 +58,10 @@ class StudySpec:
         trials: Simulated rollouts per (scene, condition, task, policy) cell.
         real_trials: Rollouts per (scene, task, policy) in the "real" domain.
         sim_condition_offset: First initial-condition index of simulated trials (trial t
-            uses ``offset + t`` in every condition: paired rollouts).
+            uses ``offset + t`` in every condition: paired rollouts). The default 100 is past
+            the tasks' 80-point grid, so simulated starts are seeded uniform draws over the
+            grid's box, the same distribution as the "real" block (offset 0 would put the first
+            few trials on the grid's first row only).
         real_condition_offset: First initial-condition index of the "real" domain's trials
             (a separate block of the task grid's seeded draws).
         image_size: Wrist image (height, width), pixels.
@@ -81,7 +84,7 @@ class StudySpec:
     policies: dict[str, tuple[str, str]] = field(default_factory=dict)
     trials: int = 10
     real_trials: int = 10
-    sim_condition_offset: int = 0
+    sim_condition_offset: int = 100
     real_condition_offset: int = 1000
     image_size: tuple[int, int] = (128, 128)
     max_frames: int | None = None

@@ -42,7 +42,8 @@ def test_load_resolves_paths_and_defaults(tmp_path):
      "two different policies"),
     ({"sample_scenes": {"a": 0}, "tasks": ["cup"], "policies": {"pen": ["a", "b"]}},
      "not in tasks"),
-    ({"sample_scenes": {"a": 0}, "trials": 20, "real_condition_offset": 10},
+    ({"sample_scenes": {"a": 0}, "trials": 20, "sim_condition_offset": 0,
+      "real_condition_offset": 10},
      "disjoint"),
     ({"sample_scenes": {"a": 0, "b": 1}, "extra_conditions": {"random-30": {"a": "x"}}},
      "lacks a bundle"),
@@ -104,3 +105,15 @@ def test_missing_and_bad_json(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(BenchError, match="not valid JSON"):
         load_spec(tmp_path / "bad.json")
+
+
+def test_default_starts_share_one_distribution():
+    # both default blocks lie past every task's grid, so sim and "real" starts are seeded uniform
+    # draws over the same box (offset 0 put the first trials on the grid's first row only)
+    from bench.sim.tasks import get_task
+
+    spec = StudySpec(sample_scenes={"a": 0})
+    for task in spec.tasks:
+        grid = get_task(task).grid
+        assert spec.sim_condition_offset >= grid.size
+        assert spec.real_condition_offset >= grid.size
