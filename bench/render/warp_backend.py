@@ -10,15 +10,16 @@ Pipeline per frame (the forward model is in :mod:`bench.render.constants`):
    counting sort of (tile, Gaussian) pairs by tile, stable so each tile's list
    stays in depth order, and packs per-Gaussian data contiguously in depth order.
 4. ``_raster_tile_kernel`` (one thread per tile): walks the tile's Gaussians front
-   to back; for each Gaussian and tile row it solves the quadratic
-   ``power = ln(opacity / ALPHA_MIN)`` for the x-span where ``alpha >= ALPHA_MIN``
-   and blends only those pixels (rows whose pixels are all done are skipped, and a
-   tile stops once every pixel is done); writes rgb, depth, alpha. Its body is a C++
-   snippet that keeps the tile in stack buffers and evaluates whole 16-pixel rows with
-   the span as a lane mask, so clang vectorises it (the spans average ~5 pixels, too
-   short for a vector loop over the span alone). ``_raster_kernel`` is the same
-   algorithm in plain Warp, used for tiles larger than 32 pixels and compared with the
-   native one in the tests (they agree to float round-off; the exp differs by ~1 ulp).
+   to back and blends each over the rows of its ``alpha >= ALPHA_MIN`` rectangle
+   (rows whose pixels are all done are skipped, and a tile stops once every pixel is
+   done); writes rgb, depth, alpha. Its body is a C++ snippet that keeps the tile in
+   stack buffers and evaluates whole 16-pixel rows branch-free with the rectangle as a
+   lane mask, so clang vectorises it (a Gaussian's span on a row averages ~5 pixels,
+   too short for a vector loop over the span alone). ``_raster_kernel`` is the same
+   model in plain Warp (it visits only the analytic x-span where
+   ``power <= ln(opacity / ALPHA_MIN)`` on each row), used for tiles larger than 32
+   pixels and compared with the native one in the tests (they agree to float round-off;
+   the exp differs by ~1 ulp).
 
 Per-splats device arrays (means, covariances, opacities, SH) are uploaded
 once and cached on the :class:`GaussianSplats` object identity (a weak
@@ -434,12 +435,14 @@ _NATIVE_RASTER = True  # False: the plain Warp-language _raster_kernel (tests co
 
 # One tile, front to back, in C++ (a Warp native snippet) so clang can vectorise the pixel
 # loop: Warp's own codegen emits a scalar goto loop around a libm expf call, and the
-# analytic x-spans average only ~5 pixels, far below a vector's width. Here every row
-# visit evaluates the whole tile row (16 lanes, two AVX2 vectors) and masks the lanes to
-# the same span and rectangle the Warp kernel visits, with per-tile state (transmittance,
-# accumulators) in stack buffers. The float operations and their order are those of
-# _raster_kernel; exp is Cephes' single-precision polynomial (within ~1 ulp of expf),
-# written out so it vectorises.
+# analytic x-spans average only ~5 pixels, far below a vector's width. Here every row of
+# the Gaussian's alpha >= ALPHA_MIN rectangle evaluates the whole tile row (16 lanes, two
+# AVX2 vectors) with the lanes outside the rectangle masked, with per-tile state
+# (transmittance, accumulators) in stack buffers. The Warp kernel's per-row span (a sqrt
+# per row) is not needed: the pixels it excludes lie beyond the alpha >= ALPHA_MIN ellipse
+# plus a margin, so the alpha test rejects them too (and evaluating them is cheaper than
+# the sqrt). The float operations and their order are those of _raster_kernel; exp is
+# Cephes' single-precision polynomial (within ~1 ulp of expf), written out so it vectorises.
 _RASTER_TILE_SNIPPET = """
     const int TS = 32;
     float T[TS * TS];  // transmittance; negated (-T) once the pixel is done
@@ -484,21 +487,12 @@ _RASTER_TILE_SNIPPET = """
         const float o = s_opacity.data[k];
         const wp::vec3 col = s_color.data[k];
         const float cr = col[0], cg = col[1], cb = col[2], cz = s_depth.data[k];
-        const float level = e[2];
-        const float inv_q0 = 1.0f / q0;
         for (int py = cy0; py < cy1; ++py) {
             const int r = py - py0;
             if (row_left[r] == 0) continue;
             const float dy = m[1] - ((float)py + 0.5f);
-            const float qb = q1 * dy;
-            const float disc = qb * qb - q0 * (q2 * dy * dy - 2.0f * level);
-            if (disc < 0.0f) continue;
-            const float root = wp::sqrt(disc);
-            const float lo = m[0] + (qb - root) * inv_q0 - 0.5f - 0.05f;
-            const float hi = m[0] + (qb + root) * inv_q0 - 0.5f + 0.05f;
-            const int rx0 = wp::max(cx0, (int)wp::ceil(lo)) - px0;
-            const int rx1 = wp::min(cx1, (int)wp::floor(hi) + 1) - px0;
-            if (rx0 >= rx1) continue;
+            const int rx0 = cx0 - px0;
+            const int rx1 = cx1 - px0;
             const float* occ = use_occluder ? occluder.data + py * width + px0 : no_occluder;
             float* __restrict Tr = T + r * TS;
             float* __restrict a0 = A0 + r * TS;
