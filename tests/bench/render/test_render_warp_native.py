@@ -53,12 +53,14 @@ def assert_round_off_close(native, plain):
 
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("size", [(64, 48), (53, 37)])  # 37x53: partial edge tiles
-def test_native_tiles_match_plain_warp_kernel_pinhole(monkeypatch, seed, size):
+@pytest.mark.parametrize("tile_size", [16, 8, 32])  # 16: the constant-trip row loop
+def test_native_tiles_match_plain_warp_kernel_pinhole(monkeypatch, seed, size, tile_size):
     width, height = size
     splats = dense_scene(seed)
     cam = Camera("pinhole", width, height, 0.8 * width, 0.8 * width, width / 2 + 0.3,
                  height / 2 - 0.4, look_at((0.4, -2.0, 0.9), (0, 0, 0)))
-    native, plain = render_both(monkeypatch, splats, cam, background=(0.2, 0.4, 0.6))
+    native, plain = render_both(monkeypatch, splats, cam, background=(0.2, 0.4, 0.6),
+                                tile_size=tile_size)
     assert (plain.alpha > 0.999).mean() > 0.1  # saturated pixels exercise the T stop
     assert_round_off_close(native, plain)
 
