@@ -14,6 +14,14 @@ a strict success channel. At every step ``t``:
   declared (a trial succeeds as soon as its criterion is met);
 * ``score(t) = max(progress(t), terminal(t))`` with ``terminal(t) = 1`` after success.
 
+The terminal channel may also take an external success signal ``[T]`` (bool): a
+simulator's own success predicate, which is authoritative when given. Then
+``terminal(t) = 1`` from the first step where either the strict channel has held
+``hold_steps`` steps or the external signal is true, and stays 1 (a running
+maximum, like the strict channel), so an episode the simulator declares
+successful scores 1 at the step it ends, even when it ends before the strict
+channel could complete its hold.
+
 Success and progress are reported under separate names and never mixed.
 
 State (metres, seconds): object poses ``[T, 7]`` per object
@@ -268,7 +276,8 @@ class ProgressTrace:
         soft: Smoothed soft terms ``[T, K]``.
         gates: Gates ``[T, K]``.
         progress: Weighted, gated progress ``[T]`` (without the terminal term).
-        success: Strict success declared by step t ``[T]`` (bool, latched).
+        success: Success declared by step t ``[T]`` (bool, latched): the strict channel
+            held ``hold_steps`` steps, or the external success signal was true.
         score: ``max(progress, terminal)`` ``[T]``.
     """
 
@@ -281,7 +290,7 @@ class ProgressTrace:
 
     @property
     def succeeded(self) -> bool:
-        """Whether strict success was declared in the episode."""
+        """Whether success was declared in the episode (strict channel or external signal)."""
         return bool(self.success[-1])
 
     @property
@@ -310,19 +319,43 @@ def _check_dt(dt: float) -> float:
     return value
 
 
-def score_stream(spec: TaskSpec, stream: Frames, *, dt: float) -> ProgressTrace:
+def _check_success_signal(success: object, steps: int) -> np.ndarray:  # [T] bool
+    signal = np.asarray(success)
+    if signal.shape != (steps,):
+        raise ValueError(
+            f"success must be a [T] = [{steps}] bool array (one flag per step), got {signal.shape}"
+        )
+    if signal.dtype != np.bool_:
+        if not (np.issubdtype(signal.dtype, np.number) and np.all((signal == 0) | (signal == 1))):
+            raise ValueError(
+                "success must hold booleans (or 0/1); got values outside {0, 1} - pass the "
+                "simulator's success predicate per step"
+            )
+        signal = signal.astype(bool)
+    return signal
+
+
+def score_stream(
+    spec: TaskSpec, stream: Frames, *, dt: float, success: np.ndarray | None = None
+) -> ProgressTrace:
     """Score a recorded stream in one vectorised pass (offline).
 
     Args:
         spec: The task.
         stream: The recorded states, ``T`` rows.
         dt: Seconds per step.
+        success: Optional external success signal ``[T]`` (bool), e.g. the simulator's own
+            success predicate per step; once true, the terminal channel is 1 from then on.
 
     Returns:
-        A :class:`ProgressTrace`; identical to stepping :class:`ProgressScorer`.
+        A :class:`ProgressTrace`; identical to stepping :class:`ProgressScorer` with the
+        same ``success`` flags.
     """
     dt = _check_dt(dt)
     steps = len(stream)
+    external = (
+        np.zeros(steps, dtype=bool) if success is None else _check_success_signal(success, steps)
+    )
     previous_index = np.concatenate([[0], np.arange(steps - 1)])
     ctx = TermContext(stream, stream.rows(previous_index), stream.rows(slice(0, 1)), dt)
     soft, ok = _evaluate_terms(spec, ctx)
@@ -333,7 +366,7 @@ def score_stream(spec: TaskSpec, stream: Frames, *, dt: float) -> ProgressTrace:
     for t in range(steps):  # consecutive-hold counter
         count = count + 1 if ok[t] else 0
         run[t] = count
-    success = np.maximum.accumulate(run >= spec.hold_steps)
+    success = np.maximum.accumulate((run >= spec.hold_steps) | external)
     score = np.maximum(progress, success.astype(np.float64))
     return ProgressTrace(spec.stage_names, soft, gates, progress, success, score)
 
@@ -360,8 +393,18 @@ class ProgressScorer:
         self._success = False
         self._rows: list[tuple[np.ndarray, np.ndarray, float, bool, float]] = []
 
-    def update(self, state: StepState | Frames) -> float:
-        """Score one more step and return ``score(t)``."""
+    def update(self, state: StepState | Frames, *, success: bool | None = None) -> float:
+        """Score one more step and return ``score(t)``.
+
+        Args:
+            state: The step's state (one row).
+            success: Optional external success flag for this step (the simulator's own
+                success predicate); once true, the terminal channel is 1 from then on.
+        """
+        if success is not None and not isinstance(success, bool | np.bool_):
+            raise ValueError(
+                f"success must be a bool (the simulator's success flag), got {success!r}"
+            )
         current = state.as_frames() if isinstance(state, StepState) else state
         if len(current) != 1:
             raise ValueError(f"update takes one step, got {len(current)} rows; use score_stream")
@@ -372,7 +415,7 @@ class ProgressScorer:
         self._levels = np.maximum(self._levels, soft)
         gates, progress = _combine(self.spec, soft, self._levels)
         self._run = self._run + 1 if bool(ok[0]) else 0
-        self._success = self._success or self._run >= self.spec.hold_steps
+        self._success = self._success or self._run >= self.spec.hold_steps or bool(success)
         score = float(np.maximum(progress[0], float(self._success)))
         self._rows.append((soft[0], gates[0], float(progress[0]), self._success, score))
         self._previous = current
@@ -380,7 +423,7 @@ class ProgressScorer:
 
     @property
     def succeeded(self) -> bool:
-        """Whether strict success has been declared so far."""
+        """Whether success has been declared so far (strict channel or external signal)."""
         return self._success
 
     def trace(self) -> ProgressTrace:

@@ -43,15 +43,26 @@ def _place_stream(steps=160, drop_at=None):
     return Frames({"cup": _pose(cup), "bowl": _pose(bowl)}, _pose(ee), gripper)
 
 
-def _online(spec, stream):
+def _online(spec, stream, success=None):
     scorer = ProgressScorer(spec, dt=DT)
     scores = []
     for i in range(len(stream)):
         state = StepState(
             {k: v[i] for k, v in stream.objects.items()}, stream.ee_pose[i], stream.gripper[i]
         )
-        scores.append(scorer.update(state))
+        flag = None if success is None else bool(success[i])
+        scores.append(scorer.update(state, success=flag))
     return np.array(scores), scorer.trace()
+
+
+def _external(steps, first_true, *, blip=False):
+    """External success flags: true from ``first_true`` on, or only there (``blip``)."""
+    flags = np.zeros(steps, dtype=bool)
+    if blip:
+        flags[first_true] = True
+    else:
+        flags[first_true:] = True
+    return flags
 
 
 def _push_stream(steps=120):
@@ -73,12 +84,22 @@ def _push_stream(steps=120):
         (push_to("box", (0.25, 0.0), hold_steps=10), _push_stream()),
     ],
 )
-def test_online_equals_offline_bit_for_bit(spec, stream):
-    offline = score_stream(spec, stream, dt=DT)
-    scores, trace = _online(spec, stream)
+@pytest.mark.parametrize("external", [None, "late", "early_blip"])
+def test_online_equals_offline_bit_for_bit(spec, stream, external):
+    steps = len(stream)
+    success = {
+        None: None,
+        "late": _external(steps, steps - 5),
+        "early_blip": _external(steps, steps // 3, blip=True),
+    }[external]
+    offline = score_stream(spec, stream, dt=DT, success=success)
+    scores, trace = _online(spec, stream, success)
     assert np.array_equal(scores, offline.score)
     for name in ("soft", "gates", "progress", "success", "score"):
         assert np.array_equal(getattr(trace, name), getattr(offline, name)), name
+    if success is not None:  # the external flag declares success no later than its first true
+        assert offline.success_step is not None
+        assert offline.success_step <= int(np.flatnonzero(success)[0])
 
 
 def test_place_in_full_episode_succeeds_after_hold():
@@ -116,6 +137,39 @@ def test_strict_success_needs_the_full_hold():
         trace = score_stream(spec, stream, dt=DT)
         assert trace.success_step == expected
         assert trace.final_score == (1.0 if expected is not None else 0.0)
+
+
+def test_external_success_makes_terminal_one_and_it_stays_one():
+    # the strict channel never holds, so without the external signal the score is progress alone
+    never = Condition("never", lambda ctx: np.zeros(len(ctx.current)))
+    half = Stage("half", 1.0, lambda ctx: np.full(len(ctx.current), 0.5))
+    spec = TaskSpec("t", (half,), (never,), hold_steps=30)
+    stream = Frames({}, _pose(np.zeros((8, 3))), np.ones(8))
+    plain = score_stream(spec, stream, dt=DT)
+    assert not plain.succeeded and plain.final_score == 0.5  # smoothstep(0.5) = 0.5
+    # the simulator's predicate is true only at step 3: terminal is 1 from step 3 on (latched)
+    flags = _external(8, 3, blip=True)
+    trace = score_stream(spec, stream, dt=DT, success=flags)
+    assert trace.success.tolist() == [False] * 3 + [True] * 5
+    assert trace.score.tolist() == [0.5] * 3 + [1.0] * 5
+    assert trace.success_step == 3 and trace.succeeded
+    assert np.array_equal(trace.progress, plain.progress)  # progress itself is not touched
+    # 0/1 integers are accepted as the same flags
+    assert np.array_equal(
+        score_stream(spec, stream, dt=DT, success=flags.astype(int)).score, trace.score
+    )
+    scores, online = _online(spec, stream, flags)
+    assert scores.tolist() == trace.score.tolist() and online.succeeded
+
+
+def test_external_success_does_not_cut_the_strict_hold():
+    # strict channel holds from step 0; an all-false external signal changes nothing
+    always = Condition("ok", lambda ctx: np.ones(len(ctx.current)))
+    stage = Stage("only", 1.0, lambda ctx: np.zeros(len(ctx.current)))
+    spec = TaskSpec("t", (stage,), (always,), hold_steps=5)
+    stream = Frames({}, _pose(np.zeros((8, 3))), np.ones(8))
+    trace = score_stream(spec, stream, dt=DT, success=np.zeros(8, dtype=bool))
+    assert trace.success_step == 4 and trace.score.tolist() == [0.0] * 4 + [1.0] * 4
 
 
 def test_gate_formula_by_hand():
@@ -175,6 +229,24 @@ def test_smooth_endpoints_and_monotone():
         (lambda: push_to("box", (1.0,)), "target_xy"),
         (lambda: ProgressScorer(place_in("cup", "bowl"), dt=0), "dt"),
         (lambda: score_stream(place_in("cup", "mug"), _place_stream(), dt=DT), "unknown object"),
+        (
+            lambda: score_stream(
+                place_in("cup", "bowl"), _place_stream(), dt=DT, success=np.zeros(3, bool)
+            ),
+            r"\[T\] = \[160\]",
+        ),
+        (
+            lambda: score_stream(
+                place_in("cup", "bowl"), _place_stream(), dt=DT, success=np.full(160, 0.5)
+            ),
+            "0/1",
+        ),
+        (
+            lambda: ProgressScorer(place_in("cup", "bowl"), dt=DT).update(
+                StepState({}, np.zeros(7), 1.0), success="yes"
+            ),
+            "must be a bool",
+        ),
     ],
 )
 def test_bad_input(call, fragment):
