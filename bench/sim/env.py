@@ -29,7 +29,10 @@ pose 7, attached flag).
 
 Reward: the task's RobotArena-inf progress score in [0, 1]
 (``protocols.progress``) at the last executed frame; ``info["success"]`` is
-the separate, strict success predicate. ``terminated``: success, or a failure
+the separate, strict success predicate. The env's success is the scorer's
+authoritative terminal signal, so the reward is 1.0 from the frame the episode
+succeeds (the frame it terminates) and below 1 in an episode that does not.
+``terminated``: success, or a failure
 (object fell through the table or left the workspace; reason in
 ``info["failure"]``). ``truncated``: the time limit in frames.
 
@@ -40,8 +43,10 @@ body-label pairs), ``grasp`` (mode, attached object, measured and commanded
 opening), ``tcp_target``, ``target_clipped``, ``state`` (a
 :class:`~bench.sim.state.TaskState`) and ``frame_states``: one row per control
 frame executed by this call (``reset`` gives frame 0) - the state stream
-(ee pose, normalised gripper, object poses, progress) that
-``protocols.progress.score_stream`` scores offline.
+(ee pose, normalised gripper, object poses, ``success_now`` = the predicate in
+that frame, ``success`` = the episode's declared success so far, progress) that
+``protocols.progress.score_stream`` rescores offline, given
+``success=`` the recorded ``success`` flags.
 
 Initial conditions: ``reset(seed=i)`` uses condition ``i`` of the task's fixed
 grid (``options={"condition": i}`` overrides; ``reset()`` without either takes
@@ -229,7 +234,7 @@ class SplatBenchEnv(gym.Env):
         if self._progress is not None:
             self._progress.reset()
         self._state = self.world.task_state(frame=0)
-        self._progress_value = self._score_progress(self._state)
+        self._progress_value = self._score_progress(self._state, success=False)
         self._frame_rows = [self._frame_row(self._state, success_now=False)]
         return self._observation(), self._info(executed=0)
 
@@ -333,7 +338,8 @@ class SplatBenchEnv(gym.Env):
         success_now = bool(self.task.success(state))
         self._success_run = self._success_run + 1 if success_now else 0
         self._success = self._success_run >= self.config.success_hold_frames
-        self._progress_value = self._score_progress(state)
+        # the env's own success is authoritative for the scorer's terminal channel
+        self._progress_value = self._score_progress(state, success=self._success)
         self._frame_rows.append(self._frame_row(state, success_now=success_now))
 
     def _frame_row(self, state: TaskState, *, success_now: bool) -> dict[str, Any]:
@@ -346,16 +352,16 @@ class SplatBenchEnv(gym.Env):
             "attached": state.attached or "",
             "held": state.held(self.task.actor.name),
             "success_now": success_now,
+            "success": self._success,
             "progress": self._progress_value,
             "objects": {n: [*o.pos.tolist(), *o.quat.tolist()] for n, o in state.objects.items()},
         }
 
-    def _score_progress(self, state: TaskState) -> float:
+    def _score_progress(self, state: TaskState, *, success: bool) -> float:
         if self._progress is None:
             return 0.0
-        return float(
-            self._progress.update(step_state(state, max_opening=self.world.robot.max_opening))
-        )
+        frame_state = step_state(state, max_opening=self.world.robot.max_opening)
+        return float(self._progress.update(frame_state, success=success))
 
     def _proprio(self) -> np.ndarray:
         s = self._state

@@ -136,6 +136,7 @@ def state_stream_columns(objects: list[str]) -> list[str]:
         "attached",
         "held",
         "success_now",
+        "success",
         "progress",
     ]
     for name in objects:
@@ -155,6 +156,7 @@ def state_stream_rows(frame_states: list[dict[str, Any]]) -> list[list[Any]]:
             row["attached"],
             int(row["held"]),
             int(row["success_now"]),
+            int(row["success"]),
             row["progress"],
         ]
         for pose in row["objects"].values():
@@ -173,3 +175,13 @@ def progress_frames(frame_states: list[dict[str, Any]]):
         ee_pose=np.array([r["ee_pose"] for r in frame_states]),
         gripper=np.array([r["gripper"] for r in frame_states]),
     )
+
+
+def progress_success(frame_states: list[dict[str, Any]]) -> np.ndarray:  # [T] bool
+    """The env's declared success per frame of a recorded stream (``score_stream(success=)``).
+
+    The environment passes the same flags to its online scorer, so
+    ``score_stream(spec, progress_frames(rows), dt=dt, success=progress_success(rows))``
+    reproduces the recorded progress exactly.
+    """
+    return np.array([bool(r["success"]) for r in frame_states], dtype=bool)

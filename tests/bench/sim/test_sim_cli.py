@@ -128,10 +128,14 @@ def test_rollout_saves_state_streams_that_rescore_offline(scene_dir, tmp_path):
         ee_pose=block("ee"),
         gripper=np.array([float(r["gripper"]) for r in rows]),
     )
-    trace = score_stream(progress_spec(get_task("cup")), frames, dt=0.1)
+    success = np.array([r["success"] == "1" for r in rows])  # the env's declared success
+    trace = score_stream(progress_spec(get_task("cup")), frames, dt=0.1, success=success)
     # offline scoring of the CSV stream reproduces the online reward of every frame
     # (CSV keeps repr() floats, so the stream is exact)
     np.testing.assert_array_equal(trace.score, [float(r["progress"]) for r in rows])
+    assert record["success"] == success[-1]
+    assert record["progress_final"] == pytest.approx(trace.final_score, abs=5e-7)  # 6 digits
+    assert (trace.final_score == 1.0) == record["success"]
     assert record["first_grasp_frame"] == next(int(r["frame"]) for r in rows if r["held"] == "1")
     manifest = json.loads((out / "manifest.json").read_text())
     assert "states/episode_0000.csv" in manifest["outputs"]
