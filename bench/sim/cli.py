@@ -8,7 +8,8 @@ Outputs in ``--out`` (written to a temp folder, renamed into place on success)::
     manifest.json   tool id, params, seed, sha256 of the scene inputs and of every output
     videos/         episode_XXXX.gif|mp4 of the wrist view the policy saw (--video)
     states/         episode_XXXX.csv: the raw per-frame state stream (--save-states): TCP pose,
-                    gripper, grasp flags, success predicate, progress, object poses
+                    gripper, grasp flags, success predicate (per frame and declared), progress,
+                    object poses
 
 Stdlib-only imports at module level; numpy/mujoco/torch load inside the handler.
 """
