@@ -295,6 +295,7 @@ def rasterize(
     sh_degree: int | None = None,
     tile_size: int = K.TILE_SIZE,
     occluder_depth: torch.Tensor | None = None,  # [H, W]
+    dense_tiles: bool = False,
 ) -> RasterOutput:
     """Render one camera with autograd (see the module docstring for outputs).
 
@@ -302,7 +303,10 @@ def rasterize(
     Kannala-Brandt projection and Jacobian); pixels outside the fisheye's
     valid circle are left at ``background`` with alpha 0. With
     ``occluder_depth`` (metres, inf = none) every Gaussian at or behind it is
-    dropped per pixel.
+    dropped per pixel. ``dense_tiles=True`` blends every (tile pixel x tile
+    Gaussian) pair with autograd (the plain path, slower); the default first
+    finds, without autograd, the pairs that carry weight and differentiates only
+    those (same result up to float round-off, see :func:`_composite_pruned`).
     """
     dtype, device = means.dtype, means.device
     width, height = camera.width, camera.height
@@ -322,30 +326,14 @@ def rasterize(
     colors = gaussian_colors(means[order], sh_dc[order], sh_rest[order][:, : (degree + 1) ** 2 - 1],
                              camera, degree)
 
-    tiles_x = math.ceil(width / tile_size)
-    rank_sorted, bounds = bin_to_tiles(xy, proj.radii[order], width, height, tile_size)
+    rank_sorted, bounds = bin_to_tiles(
+        xy, proj.radii[order], width, height, tile_size,
+        **({} if dense_tiles else {"conics": conic, "opacities": opac}))
     occ = None if occluder_depth is None else torch.as_tensor(
         occluder_depth, dtype=dtype, device=device)
-    rgb = torch.zeros(height, width, 3, dtype=dtype, device=device)
-    depth = torch.zeros(height, width, dtype=dtype, device=device)
-    trans = torch.ones(height, width, dtype=dtype, device=device)
-    begin = 0
-    for tile, end in enumerate(bounds):
-        ids = rank_sorted[begin:end]
-        begin = end
-        if len(ids) == 0:
-            continue
-        ty, tx = divmod(tile, tiles_x)
-        y0, x0 = ty * tile_size, tx * tile_size
-        rows = slice(y0, min(y0 + tile_size, height))
-        cols = slice(x0, min(x0 + tile_size, width))
-        alpha = _tile_alphas(xy[ids], conic[ids], opac[ids], depth_g[ids], rows, cols,
-                             None if occ is None else occ[rows, cols])
-        col, dep, tr = blend(alpha, colors[ids], depth_g[ids])
-        shape = (rows.stop - rows.start, cols.stop - cols.start)
-        rgb[rows, cols] = col.reshape(*shape, 3)
-        depth[rows, cols] = dep.reshape(shape)
-        trans[rows, cols] = tr.reshape(shape)
+    composite = _composite_dense if dense_tiles else _composite_pruned
+    rgb, depth, trans = composite(xy, conic, opac, depth_g, colors, rank_sorted, bounds,
+                                  width, height, tile_size, occ)
 
     if camera.model == "fisheye":
         _, valid_np = camera.pixel_rays()
@@ -366,8 +354,17 @@ def bin_to_tiles(
     width: int,
     height: int,
     tile_size: int,
+    *,
+    conics: torch.Tensor | None = None,  # [M, 3]
+    opacities: torch.Tensor | None = None,  # [M]
 ) -> tuple[torch.Tensor, list[int]]:  # -> [pairs] Gaussian ranks, [tiles] end offsets
     """Duplicate each Gaussian into every tile its footprint overlaps, sorted by tile.
+
+    With ``conics`` and ``opacities`` a tile is also dropped when no pixel centre in it
+    can reach ``alpha >= ALPHA_MIN`` (outside the bounding box of the ellipse
+    ``power <= log(opacity / ALPHA_MIN)``, widened by a pixel against round-off): such a
+    pair contributes nothing, so the image is unchanged. Gaussians with
+    ``opacity < ALPHA_MIN`` are dropped everywhere.
 
     Returns:
         ``(ranks, ends)``: Gaussian indices grouped by tile (depth order kept within a
@@ -376,7 +373,9 @@ def bin_to_tiles(
     tiles_x, tiles_y = math.ceil(width / tile_size), math.ceil(height / tile_size)
     device = means2d.device
     rect = tile_ranges(means2d, radii, width, height, tile_size)
-    counts = (rect[:, 1] - rect[:, 0]) * (rect[:, 3] - rect[:, 2])
+    if conics is not None and opacities is not None:
+        rect = _tighten_to_alpha_box(rect, means2d, conics, opacities, tile_size)
+    counts = (rect[:, 1] - rect[:, 0]).clamp_min(0) * (rect[:, 3] - rect[:, 2]).clamp_min(0)
     rank = torch.repeat_interleave(torch.arange(len(rect), device=device), counts)
     start = torch.cumsum(counts, 0) - counts
     local = torch.arange(int(counts.sum()), device=device) - torch.repeat_interleave(start, counts)
@@ -385,6 +384,36 @@ def bin_to_tiles(
     perm = torch.argsort(tile_id, stable=True)  # keeps depth order within a tile
     ends = torch.cumsum(torch.bincount(tile_id, minlength=tiles_x * tiles_y), 0).tolist()
     return rank[perm], ends
+
+
+def _tighten_to_alpha_box(
+    rect: torch.Tensor,  # [M, 4] (x0, x1, y0, y1) tiles, half-open
+    means2d: torch.Tensor,  # [M, 2]
+    conics: torch.Tensor,  # [M, 3]
+    opacities: torch.Tensor,  # [M]
+    tile_size: int,
+) -> torch.Tensor:  # -> [M, 4]; empty ranges (x1 <= x0) for Gaussians that never reach it
+    """Intersect tile ranges with the tiles holding pixels where alpha can reach ALPHA_MIN."""
+    with torch.no_grad():
+        a, b, c = conics.detach().double().unbind(-1)
+        u, v = means2d.detach().double().unbind(-1)
+        # alpha >= ALPHA_MIN  <=>  0.5 d^T conic d <= log(opacity / ALPHA_MIN) =: t;
+        # the ellipse d^T conic d <= 2 t spans |dx| <= sqrt(2 t cov_xx), cov = conic^-1.
+        t = torch.log(opacities.detach().double() / K.ALPHA_MIN)
+        det = (a * c - b * b).clamp_min(1e-300)
+        reach = t > 0
+        t = t.clamp_min(0)
+        hx = torch.sqrt(2 * t * c / det) * 1.001 + 1.0
+        hy = torch.sqrt(2 * t * a / det) * 1.001 + 1.0
+        tight = torch.stack([
+            torch.floor((u - hx) / tile_size), torch.floor((u + hx) / tile_size) + 1,
+            torch.floor((v - hy) / tile_size), torch.floor((v + hy) / tile_size) + 1,
+        ], -1).clamp(-1, 1 << 30).to(torch.int64)
+        out = torch.stack([torch.maximum(rect[:, 0], tight[:, 0]),
+                           torch.minimum(rect[:, 1], tight[:, 1]),
+                           torch.maximum(rect[:, 2], tight[:, 2]),
+                           torch.minimum(rect[:, 3], tight[:, 3])], -1)
+        return torch.where(reach[:, None], out, rect[:, [0, 0, 2, 2]])
 
 
 def _tile_alphas(
@@ -410,3 +439,173 @@ def _tile_alphas(
     if occluder is not None:  # depth-sorted, so dropping these = stopping at the occluder
         keep = keep & (depth[None, :] < occluder.reshape(-1, 1))
     return torch.where(keep, opacity * torch.exp(-power.clamp_min(0)), 0.0)
+
+
+def _composite_dense(
+    xy: torch.Tensor,  # [M, 2] depth-ordered
+    conic: torch.Tensor,  # [M, 3]
+    opac: torch.Tensor,  # [M]
+    depth_g: torch.Tensor,  # [M]
+    colors: torch.Tensor,  # [M, 3]
+    rank_sorted: torch.Tensor,  # [pairs]
+    bounds: list[int],  # [tiles]
+    width: int,
+    height: int,
+    tile_size: int,
+    occ: torch.Tensor | None,  # [H, W]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # -> [H, W, 3], [H, W], [H, W]
+    """Plain path: every (tile pixel x tile Gaussian) pair blended with autograd, tile by tile."""
+    dtype, device = xy.dtype, xy.device
+    tiles_x = math.ceil(width / tile_size)
+    rgb = torch.zeros(height, width, 3, dtype=dtype, device=device)
+    depth = torch.zeros(height, width, dtype=dtype, device=device)
+    trans = torch.ones(height, width, dtype=dtype, device=device)
+    begin = 0
+    for tile, end in enumerate(bounds):
+        ids = rank_sorted[begin:end]
+        begin = end
+        if len(ids) == 0:
+            continue
+        rows, cols = _tile_slices(tile, tiles_x, tile_size, width, height)
+        alpha = _tile_alphas(xy[ids], conic[ids], opac[ids], depth_g[ids], rows, cols,
+                             None if occ is None else occ[rows, cols])
+        col, dep, tr = blend(alpha, colors[ids], depth_g[ids])
+        shape = (rows.stop - rows.start, cols.stop - cols.start)
+        rgb[rows, cols] = col.reshape(*shape, 3)
+        depth[rows, cols] = dep.reshape(shape)
+        trans[rows, cols] = tr.reshape(shape)
+    return rgb, depth, trans
+
+
+def _tile_slices(tile: int, tiles_x: int, tile_size: int, width: int,
+                 height: int) -> tuple[slice, slice]:
+    ty, tx = divmod(tile, tiles_x)
+    y0, x0 = ty * tile_size, tx * tile_size
+    return slice(y0, min(y0 + tile_size, height)), slice(x0, min(x0 + tile_size, width))
+
+
+_BLOCK = 8  # pixels per side of the blocks the pruned path differentiates
+_BATCH_ELEMENTS = 1 << 22  # cap on (blocks x pixels x Gaussians) of one batched block op
+
+
+def _composite_pruned(
+    xy: torch.Tensor,  # [M, 2] depth-ordered
+    conic: torch.Tensor,  # [M, 3]
+    opac: torch.Tensor,  # [M]
+    depth_g: torch.Tensor,  # [M]
+    colors: torch.Tensor,  # [M, 3]
+    rank_sorted: torch.Tensor,  # [pairs]
+    bounds: list[int],  # [tiles]
+    width: int,
+    height: int,
+    tile_size: int,
+    occ: torch.Tensor | None,  # [H, W]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # -> [H, W, 3], [H, W], [H, W]
+    """Same result as :func:`_composite_dense`, differentiating only the pairs with weight.
+
+    Pass 1 (no autograd) evaluates each tile densely and marks the pairs that get a
+    blending weight: alpha >= ALPHA_MIN and before the pixel's transmittance stop. Each
+    tile is cut into _BLOCK x _BLOCK pixel blocks; a block keeps only the Gaussians that
+    carry weight at one of its pixels (typically a fifth of the tile's list). Pass 2
+    (autograd) blends the blocks in padded batches with the marked pairs as a constant
+    mask. This is exact: a dropped Gaussian has alpha 0 (factor 1) at every pixel that is
+    still blending behind it, because a pixel's weighted pairs form a prefix of its
+    depth order; the unmarked pairs have zero weight and zero gradient in the plain path.
+    """
+    dtype, device = xy.dtype, xy.device
+    tiles_x = math.ceil(width / tile_size)
+    blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # pixels, ids, mask
+    with torch.no_grad():
+        for tile, end in enumerate(bounds):
+            begin = bounds[tile - 1] if tile else 0
+            if end == begin:
+                continue
+            ids = rank_sorted[begin:end]
+            rows, cols = _tile_slices(tile, tiles_x, tile_size, width, height)
+            alpha = _tile_alphas(xy[ids], conic[ids], opac[ids], depth_g[ids], rows, cols,
+                                 None if occ is None else occ[rows, cols])
+            alpha = torch.clamp(alpha, max=K.ALPHA_MAX)
+            alpha = torch.where(alpha < K.ALPHA_MIN, torch.zeros_like(alpha), alpha)
+            weighted = (alpha > 0) & (torch.cumprod(1.0 - alpha, dim=1) >= K.TRANSMITTANCE_MIN)
+            r = torch.arange(rows.start, rows.stop, device=device)
+            c = torch.arange(cols.start, cols.stop, device=device)
+            pix = (r[:, None] * width + c[None, :]).reshape(-1)
+            label = (((r - rows.start) // _BLOCK)[:, None] * tile_size
+                     + ((c - cols.start) // _BLOCK)[None, :]).reshape(-1)
+            for lab in torch.unique(label).tolist():
+                at = label == lab
+                mask = weighted[at]
+                used = mask.any(dim=0)
+                if bool(used.any()):
+                    blocks.append((pix[at], ids[used], mask[:, used]))
+    rgb = torch.zeros(height * width, 3, dtype=dtype, device=device)
+    depth = torch.zeros(height * width, dtype=dtype, device=device)
+    trans = torch.ones(height * width, dtype=dtype, device=device)
+    for group in _length_groups([len(b[1]) for b in blocks]):
+        pix, col, dep, tr = _blend_blocks([blocks[i] for i in group], width, xy, conic,
+                                          opac, depth_g, colors)
+        rgb = rgb.index_put((pix,), col)
+        depth = depth.index_put((pix,), dep)
+        trans = trans.index_put((pix,), tr)
+    return rgb.reshape(height, width, 3), depth.reshape(height, width), trans.reshape(
+        height, width)
+
+
+def _length_groups(lengths: list[int]) -> list[list[int]]:
+    """Indices grouped by similar length (padding <= ~25 %) and bounded batch size."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    groups: list[list[int]] = []
+    first = 0
+    for i in order:
+        n = lengths[i]
+        if (not groups or n > 1.25 * first + 8
+                or (len(groups[-1]) + 1) * n * _BLOCK * _BLOCK > _BATCH_ELEMENTS):
+            groups.append([])
+            first = n
+        groups[-1].append(i)
+    return groups
+
+
+def _blend_blocks(
+    blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],  # (pixels, ids, mask)
+    width: int,
+    xy: torch.Tensor,  # [M, 2]
+    conic: torch.Tensor,  # [M, 3]
+    opac: torch.Tensor,  # [M]
+    depth_g: torch.Tensor,  # [M]
+    colors: torch.Tensor,  # [M, 3]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Blend a batch of pixel blocks with autograd, padded to a common size.
+
+    Returns ``(pixels [Q], C [Q, 3], D [Q], T [Q])`` for the Q real pixels (flat indices).
+    """
+    device, dtype = xy.device, xy.dtype
+    n_pix = max(len(b[0]) for b in blocks)
+    n_ids = max(len(b[1]) for b in blocks)
+    ids = torch.zeros(len(blocks), n_ids, dtype=torch.int64, device=device)
+    mask = torch.zeros(len(blocks), n_pix, n_ids, dtype=torch.bool, device=device)
+    pix = torch.full((len(blocks), n_pix), -1, dtype=torch.int64, device=device)
+    for i, (p, g, m) in enumerate(blocks):
+        ids[i, : len(g)] = g
+        mask[i, : len(p), : len(g)] = m
+        pix[i, : len(p)] = p
+    real = pix >= 0
+    safe = pix.clamp_min(0)
+    px = (safe % width).to(dtype) + 0.5  # [B, P] pixel centres
+    py = torch.div(safe, width, rounding_mode="floor").to(dtype) + 0.5
+    g_xy, g_conic = xy[ids], conic[ids]  # [B, L, 2], [B, L, 3]
+    dx = g_xy[:, None, :, 0] - px[:, :, None]  # [B, P, L]
+    dy = g_xy[:, None, :, 1] - py[:, :, None]
+    a, b, c = (g_conic[:, None, :, k] for k in range(3))
+    power = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
+    alpha = opac[ids][:, None, :] * torch.exp(-power.clamp_min(0))
+    alpha = torch.clamp(alpha, max=K.ALPHA_MAX)
+    alpha = torch.where(mask, alpha, torch.zeros_like(alpha))  # only the weighted pairs
+    trans_after = torch.cumprod(1.0 - alpha, dim=2)
+    trans_before = torch.cat([torch.ones_like(trans_after[..., :1]), trans_after[..., :-1]],
+                             dim=2)
+    weights = alpha * trans_before  # [B, P, L]
+    col = torch.bmm(weights, colors[ids])  # [B, P, 3]
+    dep = torch.bmm(weights, depth_g[ids][..., None])[..., 0]  # [B, P]
+    tr = 1.0 - weights.sum(dim=2)
+    return pix[real], col[real], dep[real], tr[real]
