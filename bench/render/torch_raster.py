@@ -326,13 +326,10 @@ def rasterize(
     colors = gaussian_colors(means[order], sh_dc[order], sh_rest[order][:, : (degree + 1) ** 2 - 1],
                              camera, degree)
 
-    rank_sorted, bounds = bin_to_tiles(
-        xy, proj.radii[order], width, height, tile_size,
-        **({} if dense_tiles else {"conics": conic, "opacities": opac}))
     occ = None if occluder_depth is None else torch.as_tensor(
         occluder_depth, dtype=dtype, device=device)
     composite = _composite_dense if dense_tiles else _composite_pruned
-    rgb, depth, trans = composite(xy, conic, opac, depth_g, colors, rank_sorted, bounds,
+    rgb, depth, trans = composite(xy, conic, opac, depth_g, colors, proj.radii[order],
                                   width, height, tile_size, occ)
 
     if camera.model == "fisheye":
@@ -354,36 +351,34 @@ def bin_to_tiles(
     width: int,
     height: int,
     tile_size: int,
-    *,
-    conics: torch.Tensor | None = None,  # [M, 3]
-    opacities: torch.Tensor | None = None,  # [M]
 ) -> tuple[torch.Tensor, list[int]]:  # -> [pairs] Gaussian ranks, [tiles] end offsets
     """Duplicate each Gaussian into every tile its footprint overlaps, sorted by tile.
-
-    With ``conics`` and ``opacities`` a tile is also dropped when no pixel centre in it
-    can reach ``alpha >= ALPHA_MIN`` (outside the bounding box of the ellipse
-    ``power <= log(opacity / ALPHA_MIN)``, widened by a pixel against round-off): such a
-    pair contributes nothing, so the image is unchanged. Gaussians with
-    ``opacity < ALPHA_MIN`` are dropped everywhere.
 
     Returns:
         ``(ranks, ends)``: Gaussian indices grouped by tile (depth order kept within a
         tile, the sort is stable) and each tile's end offset into ``ranks`` (row-major).
     """
     tiles_x, tiles_y = math.ceil(width / tile_size), math.ceil(height / tile_size)
-    device = means2d.device
     rect = tile_ranges(means2d, radii, width, height, tile_size)
-    if conics is not None and opacities is not None:
-        rect = _tighten_to_alpha_box(rect, means2d, conics, opacities, tile_size)
+    ranks, counts = _group_by_cell(rect, tiles_x, tiles_y)
+    return ranks, torch.cumsum(counts, 0).tolist()
+
+
+def _group_by_cell(
+    rect: torch.Tensor,  # [M, 4] (x0, x1, y0, y1) cells, half-open (empty when x1 <= x0)
+    cells_x: int,
+    cells_y: int,
+) -> tuple[torch.Tensor, torch.Tensor]:  # -> [pairs] ranks, [cells] counts
+    """Each rank repeated into every cell of its rect, grouped by cell (rank order kept)."""
+    device = rect.device
     counts = (rect[:, 1] - rect[:, 0]).clamp_min(0) * (rect[:, 3] - rect[:, 2]).clamp_min(0)
     rank = torch.repeat_interleave(torch.arange(len(rect), device=device), counts)
     start = torch.cumsum(counts, 0) - counts
     local = torch.arange(int(counts.sum()), device=device) - torch.repeat_interleave(start, counts)
     span = (rect[:, 1] - rect[:, 0])[rank].clamp_min(1)
-    tile_id = (rect[rank, 2] + local // span) * tiles_x + rect[rank, 0] + local % span
-    perm = torch.argsort(tile_id, stable=True)  # keeps depth order within a tile
-    ends = torch.cumsum(torch.bincount(tile_id, minlength=tiles_x * tiles_y), 0).tolist()
-    return rank[perm], ends
+    cell = (rect[rank, 2] + local // span) * cells_x + rect[rank, 0] + local % span
+    perm = torch.argsort(cell, stable=True)  # keeps depth order within a cell
+    return rank[perm], torch.bincount(cell, minlength=cells_x * cells_y)
 
 
 def _tighten_to_alpha_box(
@@ -447,8 +442,7 @@ def _composite_dense(
     opac: torch.Tensor,  # [M]
     depth_g: torch.Tensor,  # [M]
     colors: torch.Tensor,  # [M, 3]
-    rank_sorted: torch.Tensor,  # [pairs]
-    bounds: list[int],  # [tiles]
+    radii: torch.Tensor,  # [M]
     width: int,
     height: int,
     tile_size: int,
@@ -456,6 +450,7 @@ def _composite_dense(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # -> [H, W, 3], [H, W], [H, W]
     """Plain path: every (tile pixel x tile Gaussian) pair blended with autograd, tile by tile."""
     dtype, device = xy.dtype, xy.device
+    rank_sorted, bounds = bin_to_tiles(xy, radii, width, height, tile_size)
     tiles_x = math.ceil(width / tile_size)
     rgb = torch.zeros(height, width, 3, dtype=dtype, device=device)
     depth = torch.zeros(height, width, dtype=dtype, device=device)
@@ -484,7 +479,7 @@ def _tile_slices(tile: int, tiles_x: int, tile_size: int, width: int,
     return slice(y0, min(y0 + tile_size, height)), slice(x0, min(x0 + tile_size, width))
 
 
-_BLOCK = 8  # pixels per side of the blocks the pruned path differentiates
+_BLOCK = 8  # pixels per side of the blocks the pruned path works on
 _BATCH_ELEMENTS = 1 << 22  # cap on (blocks x pixels x Gaussians) of one batched block op
 
 
@@ -494,8 +489,7 @@ def _composite_pruned(
     opac: torch.Tensor,  # [M]
     depth_g: torch.Tensor,  # [M]
     colors: torch.Tensor,  # [M, 3]
-    rank_sorted: torch.Tensor,  # [pairs]
-    bounds: list[int],  # [tiles]
+    radii: torch.Tensor,  # [M]
     width: int,
     height: int,
     tile_size: int,
@@ -503,109 +497,103 @@ def _composite_pruned(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # -> [H, W, 3], [H, W], [H, W]
     """Same result as :func:`_composite_dense`, differentiating only the pairs with weight.
 
-    Pass 1 (no autograd) evaluates each tile densely and marks the pairs that get a
-    blending weight: alpha >= ALPHA_MIN and before the pixel's transmittance stop. Each
-    tile is cut into _BLOCK x _BLOCK pixel blocks; a block keeps only the Gaussians that
-    carry weight at one of its pixels (typically a fifth of the tile's list). Pass 2
-    (autograd) blends the blocks in padded batches with the marked pairs as a constant
-    mask. This is exact: a dropped Gaussian has alpha 0 (factor 1) at every pixel that is
-    still blending behind it, because a pixel's weighted pairs form a prefix of its
-    depth order; the unmarked pairs have zero weight and zero gradient in the plain path.
+    Each tile is cut into ``_BLOCK x _BLOCK`` pixel blocks. A block gets the Gaussians of
+    its tile whose ``alpha >= ALPHA_MIN`` region (bounding box of the ellipse, see
+    :func:`_tighten_to_alpha_box`) reaches it; the others have alpha 0 on the whole block.
+    Blocks of similar list length are processed in padded batches: pass 1 (no autograd)
+    marks the pairs that get a blending weight (alpha >= ALPHA_MIN, before the pixel's
+    transmittance stop) and keeps per block only the Gaussians weighted at one of its
+    pixels; pass 2 (autograd) blends those with the marked pairs as a constant mask.
+    This is exact up to float summation order: a pixel's weighted pairs are a prefix of
+    its depth order among its non-zero alphas, so a dropped Gaussian is a factor 1 for
+    every pixel still blending behind it, and unmarked pairs have zero weight and zero
+    gradient in the plain path as well.
     """
     dtype, device = xy.dtype, xy.device
-    tiles_x = math.ceil(width / tile_size)
-    blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # pixels, ids, mask
-    with torch.no_grad():
-        for tile, end in enumerate(bounds):
-            begin = bounds[tile - 1] if tile else 0
-            if end == begin:
-                continue
-            ids = rank_sorted[begin:end]
-            rows, cols = _tile_slices(tile, tiles_x, tile_size, width, height)
-            alpha = _tile_alphas(xy[ids], conic[ids], opac[ids], depth_g[ids], rows, cols,
-                                 None if occ is None else occ[rows, cols])
-            alpha = torch.clamp(alpha, max=K.ALPHA_MAX)
-            alpha = torch.where(alpha < K.ALPHA_MIN, torch.zeros_like(alpha), alpha)
-            weighted = (alpha > 0) & (torch.cumprod(1.0 - alpha, dim=1) >= K.TRANSMITTANCE_MIN)
-            r = torch.arange(rows.start, rows.stop, device=device)
-            c = torch.arange(cols.start, cols.stop, device=device)
-            pix = (r[:, None] * width + c[None, :]).reshape(-1)
-            label = (((r - rows.start) // _BLOCK)[:, None] * tile_size
-                     + ((c - cols.start) // _BLOCK)[None, :]).reshape(-1)
-            for lab in torch.unique(label).tolist():
-                at = label == lab
-                mask = weighted[at]
-                used = mask.any(dim=0)
-                if bool(used.any()):
-                    blocks.append((pix[at], ids[used], mask[:, used]))
+    block = _BLOCK if tile_size % _BLOCK == 0 else tile_size
+    per_tile = tile_size // block
+    blocks_x, blocks_y = math.ceil(width / block), math.ceil(height / block)
+    rect = tile_ranges(xy, radii, width, height, tile_size) * per_tile
+    rect = torch.minimum(rect, torch.tensor([blocks_x, blocks_x, blocks_y, blocks_y],
+                                            device=device))
+    rect = _tighten_to_alpha_box(rect, xy, conic, opac, block)
+    ranks, counts = _group_by_cell(rect, blocks_x, blocks_y)
+    starts = torch.cumsum(counts, 0) - counts
     rgb = torch.zeros(height * width, 3, dtype=dtype, device=device)
     depth = torch.zeros(height * width, dtype=dtype, device=device)
     trans = torch.ones(height * width, dtype=dtype, device=device)
-    for group in _length_groups([len(b[1]) for b in blocks]):
-        pix, col, dep, tr = _blend_blocks([blocks[i] for i in group], width, xy, conic,
-                                          opac, depth_g, colors)
-        rgb = rgb.index_put((pix,), col)
-        depth = depth.index_put((pix,), dep)
-        trans = trans.index_put((pix,), tr)
+    offs = torch.arange(block, device=device)
+    for group in _length_groups(counts.tolist(), block * block):
+        cells = torch.tensor(group, device=device)
+        lengths = counts[cells]
+        slot = torch.arange(int(lengths.max()), device=device)
+        present = slot[None, :] < lengths[:, None]  # [B, L]
+        ids = ranks[torch.where(present, starts[cells][:, None] + slot, 0)]  # [B, L]
+        rows = (cells // blocks_x)[:, None, None] * block + offs[None, :, None]  # [B, b, 1]
+        cols = (cells % blocks_x)[:, None, None] * block + offs[None, None, :]  # [B, 1, b]
+        inside = ((rows < height) & (cols < width)).reshape(len(group), -1)  # [B, P]
+        pix = (rows.clamp(max=height - 1) * width + cols.clamp(max=width - 1)).reshape(
+            len(group), -1)
+        with torch.no_grad():
+            allowed = inside[:, :, None] & present[:, None, :]  # [B, P, L]
+            if occ is not None:
+                allowed &= depth_g[ids][:, None, :] < occ.reshape(-1)[pix][:, :, None]
+            alpha = torch.clamp(_block_alphas(xy, conic, opac, ids, pix, width), max=K.ALPHA_MAX)
+            alpha = torch.where(allowed & (alpha >= K.ALPHA_MIN), alpha, 0.0)
+            weighted = (alpha > 0) & (torch.cumprod(1.0 - alpha, dim=2) >= K.TRANSMITTANCE_MIN)
+            used = weighted.any(dim=1)  # [B, L]
+            keep = int(used.sum(dim=1).max())
+            if keep == 0:
+                continue
+            first = torch.argsort((~used).to(torch.uint8), dim=1, stable=True)[:, :keep]
+            ids = torch.gather(ids, 1, first)  # [B, keep], depth order kept
+            weighted = torch.gather(weighted, 2, first[:, None, :].expand(-1, pix.shape[1], -1))
+        alpha = torch.clamp(_block_alphas(xy, conic, opac, ids, pix, width), max=K.ALPHA_MAX)
+        alpha = torch.where(weighted, alpha, torch.zeros_like(alpha))
+        trans_after = torch.cumprod(1.0 - alpha, dim=2)
+        trans_before = torch.cat([torch.ones_like(trans_after[..., :1]), trans_after[..., :-1]],
+                                 dim=2)
+        weights = alpha * trans_before  # [B, P, keep]
+        col = torch.bmm(weights, colors[ids])  # [B, P, 3]
+        dep = torch.bmm(weights, depth_g[ids][..., None])[..., 0]  # [B, P]
+        tr = 1.0 - weights.sum(dim=2)
+        real = pix[inside]
+        rgb = rgb.index_put((real,), col[inside])
+        depth = depth.index_put((real,), dep[inside])
+        trans = trans.index_put((real,), tr[inside])
     return rgb.reshape(height, width, 3), depth.reshape(height, width), trans.reshape(
         height, width)
 
 
-def _length_groups(lengths: list[int]) -> list[list[int]]:
-    """Indices grouped by similar length (padding <= ~25 %) and bounded batch size."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+def _block_alphas(
+    xy: torch.Tensor,  # [M, 2]
+    conic: torch.Tensor,  # [M, 3]
+    opac: torch.Tensor,  # [M]
+    ids: torch.Tensor,  # [B, L] Gaussian ranks per block
+    pix: torch.Tensor,  # [B, P] flat pixel indices per block
+    width: int,
+) -> torch.Tensor:  # -> [B, P, L]
+    """``opacity * exp(-power)`` (0 where power < 0) of every (block pixel, block Gaussian)."""
+    px = (pix % width).to(xy.dtype) + 0.5
+    py = torch.div(pix, width, rounding_mode="floor").to(xy.dtype) + 0.5
+    # Index each component separately: contiguous [B, L] operands broadcast fastest.
+    dx = xy[:, 0][ids][:, None, :] - px[:, :, None]  # [B, P, L]
+    dy = xy[:, 1][ids][:, None, :] - py[:, :, None]
+    a, b, c = (conic[:, k][ids][:, None, :] for k in range(3))
+    power = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
+    return torch.where(power >= 0, opac[ids][:, None, :] * torch.exp(-power.clamp_min(0)), 0.0)
+
+
+def _length_groups(lengths: list[int], pixels: int) -> list[list[int]]:
+    """Non-empty cells grouped by similar length (padding <= ~25 %), bounded batch size."""
+    order = sorted((i for i, n in enumerate(lengths) if n > 0), key=lengths.__getitem__)
     groups: list[list[int]] = []
     first = 0
     for i in order:
         n = lengths[i]
         if (not groups or n > 1.25 * first + 8
-                or (len(groups[-1]) + 1) * n * _BLOCK * _BLOCK > _BATCH_ELEMENTS):
+                or (len(groups[-1]) + 1) * n * pixels > _BATCH_ELEMENTS):
             groups.append([])
             first = n
         groups[-1].append(i)
     return groups
-
-
-def _blend_blocks(
-    blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],  # (pixels, ids, mask)
-    width: int,
-    xy: torch.Tensor,  # [M, 2]
-    conic: torch.Tensor,  # [M, 3]
-    opac: torch.Tensor,  # [M]
-    depth_g: torch.Tensor,  # [M]
-    colors: torch.Tensor,  # [M, 3]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Blend a batch of pixel blocks with autograd, padded to a common size.
-
-    Returns ``(pixels [Q], C [Q, 3], D [Q], T [Q])`` for the Q real pixels (flat indices).
-    """
-    device, dtype = xy.device, xy.dtype
-    n_pix = max(len(b[0]) for b in blocks)
-    n_ids = max(len(b[1]) for b in blocks)
-    ids = torch.zeros(len(blocks), n_ids, dtype=torch.int64, device=device)
-    mask = torch.zeros(len(blocks), n_pix, n_ids, dtype=torch.bool, device=device)
-    pix = torch.full((len(blocks), n_pix), -1, dtype=torch.int64, device=device)
-    for i, (p, g, m) in enumerate(blocks):
-        ids[i, : len(g)] = g
-        mask[i, : len(p), : len(g)] = m
-        pix[i, : len(p)] = p
-    real = pix >= 0
-    safe = pix.clamp_min(0)
-    px = (safe % width).to(dtype) + 0.5  # [B, P] pixel centres
-    py = torch.div(safe, width, rounding_mode="floor").to(dtype) + 0.5
-    g_xy, g_conic = xy[ids], conic[ids]  # [B, L, 2], [B, L, 3]
-    dx = g_xy[:, None, :, 0] - px[:, :, None]  # [B, P, L]
-    dy = g_xy[:, None, :, 1] - py[:, :, None]
-    a, b, c = (g_conic[:, None, :, k] for k in range(3))
-    power = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
-    alpha = opac[ids][:, None, :] * torch.exp(-power.clamp_min(0))
-    alpha = torch.clamp(alpha, max=K.ALPHA_MAX)
-    alpha = torch.where(mask, alpha, torch.zeros_like(alpha))  # only the weighted pairs
-    trans_after = torch.cumprod(1.0 - alpha, dim=2)
-    trans_before = torch.cat([torch.ones_like(trans_after[..., :1]), trans_after[..., :-1]],
-                             dim=2)
-    weights = alpha * trans_before  # [B, P, L]
-    col = torch.bmm(weights, colors[ids])  # [B, P, 3]
-    dep = torch.bmm(weights, depth_g[ids][..., None])[..., 0]  # [B, P]
-    tr = 1.0 - weights.sum(dim=2)
-    return pix[real], col[real], dep[real], tr[real]
