@@ -479,7 +479,7 @@ def _tile_slices(tile: int, tiles_x: int, tile_size: int, width: int,
     return slice(y0, min(y0 + tile_size, height)), slice(x0, min(x0 + tile_size, width))
 
 
-_BLOCK = 8  # pixels per side of the blocks the pruned path works on
+_BLOCK = 4  # pixels per side of the blocks the pruned path works on
 _BATCH_ELEMENTS = 1 << 22  # cap on (blocks x pixels x Gaussians) of one batched block op
 
 
