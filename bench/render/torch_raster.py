@@ -527,6 +527,7 @@ def _composite_pruned(
     depth = torch.zeros(height * width, dtype=dtype, device=device)
     trans = torch.ones(height * width, dtype=dtype, device=device)
     offs = torch.arange(block, device=device)
+    grad = torch.is_grad_enabled()
     for group in _length_groups(counts.tolist(), block * block):
         cells = torch.tensor(group, device=device)
         lengths = counts[cells]
@@ -545,28 +546,43 @@ def _composite_pruned(
             alpha = torch.clamp(_block_alphas(xy, conic, opac, ids, pix, width), max=K.ALPHA_MAX)
             alpha = torch.where(allowed & (alpha >= K.ALPHA_MIN), alpha, 0.0)
             weighted = (alpha > 0) & (torch.cumprod(1.0 - alpha, dim=2) >= K.TRANSMITTANCE_MIN)
-            used = weighted.any(dim=1)  # [B, L]
-            keep = int(used.sum(dim=1).max())
-            if keep == 0:
-                continue
-            first = torch.argsort((~used).to(torch.uint8), dim=1, stable=True)[:, :keep]
-            ids = torch.gather(ids, 1, first)  # [B, keep], depth order kept
-            weighted = torch.gather(weighted, 2, first[:, None, :].expand(-1, pix.shape[1], -1))
-        alpha = torch.clamp(_block_alphas(xy, conic, opac, ids, pix, width), max=K.ALPHA_MAX)
-        alpha = torch.where(weighted, alpha, torch.zeros_like(alpha))
-        trans_after = torch.cumprod(1.0 - alpha, dim=2)
-        trans_before = torch.cat([torch.ones_like(trans_after[..., :1]), trans_after[..., :-1]],
-                                 dim=2)
-        weights = alpha * trans_before  # [B, P, keep]
-        col = torch.bmm(weights, colors[ids])  # [B, P, 3]
-        dep = torch.bmm(weights, depth_g[ids][..., None])[..., 0]  # [B, P]
-        tr = 1.0 - weights.sum(dim=2)
+            if not grad:  # no autograd pass needed: blend right here
+                col, dep, tr = _blend_marked(alpha, weighted, colors[ids], depth_g[ids])
+            else:
+                used = weighted.any(dim=1)  # [B, L]
+                keep = int(used.sum(dim=1).max())
+                if keep == 0:
+                    continue
+                first = torch.argsort((~used).to(torch.uint8), dim=1, stable=True)[:, :keep]
+                ids = torch.gather(ids, 1, first)  # [B, keep], depth order kept
+                weighted = torch.gather(weighted, 2,
+                                        first[:, None, :].expand(-1, pix.shape[1], -1))
+        if grad:
+            alpha = torch.clamp(_block_alphas(xy, conic, opac, ids, pix, width),
+                                max=K.ALPHA_MAX)
+            col, dep, tr = _blend_marked(alpha, weighted, colors[ids], depth_g[ids])
         real = pix[inside]
         rgb = rgb.index_put((real,), col[inside])
         depth = depth.index_put((real,), dep[inside])
         trans = trans.index_put((real,), tr[inside])
     return rgb.reshape(height, width, 3), depth.reshape(height, width), trans.reshape(
         height, width)
+
+
+def _blend_marked(
+    alpha: torch.Tensor,  # [B, P, L] clamped alphas
+    marked: torch.Tensor,  # [B, P, L] bool: pairs that get a blending weight
+    colors: torch.Tensor,  # [B, L, 3]
+    depths: torch.Tensor,  # [B, L]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # -> [B, P, 3], [B, P], [B, P]
+    """Front-to-back blending of the marked pairs (the others are factors of 1)."""
+    alpha = torch.where(marked, alpha, torch.zeros_like(alpha))
+    trans_after = torch.cumprod(1.0 - alpha, dim=2)
+    trans_before = torch.cat([torch.ones_like(trans_after[..., :1]), trans_after[..., :-1]],
+                             dim=2)
+    weights = alpha * trans_before
+    return (torch.bmm(weights, colors), torch.bmm(weights, depths[..., None])[..., 0],
+            1.0 - weights.sum(dim=2))
 
 
 def _block_alphas(

@@ -136,3 +136,11 @@ def test_pruned_path_matches_dense_tiles(camera_name):
     for name in NAMES:
         torch.testing.assert_close(fast_grads[name], dense_grads[name], rtol=1e-8, atol=1e-10)
     torch.testing.assert_close(fast_m2d, dense_m2d, rtol=1e-8, atol=1e-10)
+    with torch.no_grad():  # without autograd the pruned path blends in its mask pass
+        plain = {k: torch.tensor(v, dtype=torch.float64) for k, v in base.items()}
+        nograd = rasterize(*(plain[k] for k in NAMES), camera, background=(0.2, 0.3, 0.4),
+                           occluder_depth=occluder)
+    torch.testing.assert_close(nograd.rgb, dense.rgb.detach(), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(nograd.alpha, dense.alpha.detach(), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(nograd.depth[finite], dense.depth.detach()[finite], rtol=1e-10,
+                               atol=1e-12)
