@@ -1,11 +1,15 @@
-"""Frames per second of the ``cpu`` (Warp) backend vs the pure-torch tile rasterizer.
+"""Frames per second of the ``cpu`` (Warp) backend vs pure-torch tile rasterizers.
+
+Contenders: ``cpu`` (Warp kernels), ``torch-dense`` (the straightforward torch tile
+implementation: every tile pixel x every Gaussian binned to the tile, the issue's
+"obvious alternative") and ``torch`` (the pruned torch path the CPU trainer uses).
 
 Both run on ONE thread in the same process, on the procedural sample room
 (``bench.scene.sample.sample_background``, SH degree 3) seen from a ring of 8
 poses around the table (cycled, so consecutive frames differ), for 50k and
 200k Gaussians, 128x128 and 256x256, pinhole (70 deg horizontal FOV) and fisheye
-direct (equidistant, 200 deg). The two backends are interleaved (one torch frame,
-then cpu frames for as long) so both see the same load on a shared machine.
+direct (equidistant, 200 deg). The backends are interleaved (one frame of each torch
+path, then cpu frames for as long) so all see the same load on a shared machine.
 Reported: median CPU time per frame (``time.process_time``, robust to other
 jobs on a shared machine; both backends run on one thread), frames/s from it, the
 speed-up of ``cpu`` over ``torch``, and the median wall-clock times for reference.
@@ -40,31 +44,46 @@ def cameras(model: str, size: int):
             for p in poses]
 
 
-def time_pair(splats, cams, *, seconds: float, min_rounds: int) -> dict[str, dict[str, list]]:
-    """Interleave the two backends so both see the same machine load (shared CI boxes).
+CONTENDERS = ("cpu", "torch-dense", "torch")
 
-    Each round renders one ``torch`` frame, then ``cpu`` frames for about as long (1-20).
-    Records wall time and process CPU time (``time.process_time``: unaffected by other
-    processes competing for the cores) per frame.
-    """
+
+def _render_fn(contender: str):
+    from functools import partial
+
     from bench.render import render
+    from bench.render.torch_backend import render_torch
 
-    for backend in ("cpu", "torch"):
-        render(splats, cams[0], backend=backend)  # warm-up: upload, compile, allocate
-    times: dict[str, dict[str, list]] = {b: {"wall": [], "cpu": []} for b in ("cpu", "torch")}
+    if contender == "torch-dense":
+        return partial(render_torch, dense_tiles=True)
+    return partial(render, backend=contender)
 
-    def frame(backend: str, cam) -> float:
+
+def time_contenders(splats, cams, *, seconds: float,
+                    min_rounds: int) -> dict[str, dict[str, list]]:
+    """Interleave the backends so all see the same machine load (shared CI boxes).
+
+    Each round renders one frame of each torch path, then ``cpu`` frames for about as
+    long as the slower one (1-20). Records wall time and process CPU time
+    (``time.process_time``: unaffected by other processes competing for the cores).
+    """
+    fns = {c: _render_fn(c) for c in CONTENDERS}
+    for fn in fns.values():
+        fn(splats, cams[0])  # warm-up: upload, compile, allocate
+    times: dict[str, dict[str, list]] = {c: {"wall": [], "cpu": []} for c in CONTENDERS}
+
+    def frame(contender: str, cam) -> float:
         w0, c0 = time.perf_counter(), time.process_time()
-        render(splats, cam, backend=backend)
+        fns[contender](splats, cam)
         wall = time.perf_counter() - w0
-        times[backend]["wall"].append(wall)
-        times[backend]["cpu"].append(time.process_time() - c0)
+        times[contender]["wall"].append(wall)
+        times[contender]["cpu"].append(time.process_time() - c0)
         return wall
 
     start = time.perf_counter()
     rounds = 0
     while rounds < min_rounds or time.perf_counter() - start < seconds:
-        budget = frame("torch", cams[rounds % len(cams)])
+        budget = max(frame("torch-dense", cams[rounds % len(cams)]),
+                     frame("torch", cams[rounds % len(cams)]))
         spent, k = 0.0, 0
         while k < 20 and spent < budget:
             spent += frame("cpu", cams[len(times["cpu"]["wall"]) % len(cams)])
@@ -94,30 +113,31 @@ def main(argv: list[str] | None = None) -> int:
         for size in args.sizes:
             for model in args.models:
                 cams = cameras(model, size)
-                times = time_pair(splats, cams, seconds=args.seconds, min_rounds=args.min_frames)
+                times = time_contenders(splats, cams, seconds=args.seconds,
+                                        min_rounds=args.min_frames)
                 wall = {k: float(np.median(v["wall"])) for k, v in times.items()}
                 cpu = {k: float(np.median(v["cpu"])) for k, v in times.items()}
-                for backend in ("cpu", "torch"):
-                    print(f"{backend:5s} {n:7d} {size}x{size} {model:8s} "
-                          f"wall {1000 * wall[backend]:8.1f} ms  cpu-time "
-                          f"{1000 * cpu[backend]:8.1f} ms  ({len(times[backend]['wall'])} frames)",
+                for c in CONTENDERS:
+                    print(f"{c:11s} {n:7d} {size}x{size} {model:8s} "
+                          f"wall {1000 * wall[c]:8.1f} ms  cpu-time "
+                          f"{1000 * cpu[c]:8.1f} ms  ({len(times[c]['wall'])} frames)",
                           file=sys.stderr)
-                rows.append({"gaussians": n, "size": f"{size}x{size}", "camera": model,
-                             "cpu_wall_ms": 1000 * wall["cpu"], "cpu_cputime_ms": 1000 * cpu["cpu"],
-                             "cpu_fps": 1 / cpu["cpu"], "torch_wall_ms": 1000 * wall["torch"],
-                             "torch_cputime_ms": 1000 * cpu["torch"],
-                             "torch_fps": 1 / cpu["torch"], "speedup": cpu["torch"] / cpu["cpu"],
-                             "speedup_wall": wall["torch"] / wall["cpu"],
-                             "cpu_frames": len(times["cpu"]["wall"]),
-                             "torch_frames": len(times["torch"]["wall"])})
-    header = ("| Gaussians | image | camera | cpu (Warp) ms | cpu fps | torch tiles ms | "
-              "torch fps | speed-up | wall ms cpu / torch |")
+                row = {"gaussians": n, "size": f"{size}x{size}", "camera": model}
+                for c in CONTENDERS:
+                    key = c.replace("-", "_")
+                    row |= {f"{key}_wall_ms": 1000 * wall[c], f"{key}_cputime_ms": 1000 * cpu[c],
+                            f"{key}_fps": 1 / cpu[c], f"{key}_frames": len(times[c]["wall"])}
+                row["speedup_vs_dense"] = cpu["torch-dense"] / cpu["cpu"]
+                row["speedup_vs_pruned"] = cpu["torch"] / cpu["cpu"]
+                rows.append(row)
+    header = ("| Gaussians | image | camera | cpu (Warp) ms | cpu fps | torch dense tiles ms | "
+              "speed-up vs dense | torch pruned ms | speed-up vs pruned |")
     lines = [header, "|" + "---|" * 9]
     for r in rows:
         lines.append(f"| {r['gaussians']:,} | {r['size']} | {r['camera']} | "
                      f"{r['cpu_cputime_ms']:.1f} | {r['cpu_fps']:.1f} | "
-                     f"{r['torch_cputime_ms']:.0f} | {r['torch_fps']:.2f} | "
-                     f"{r['speedup']:.0f}x | {r['cpu_wall_ms']:.1f} / {r['torch_wall_ms']:.0f} |")
+                     f"{r['torch_dense_cputime_ms']:.0f} | {r['speedup_vs_dense']:.0f}x | "
+                     f"{r['torch_cputime_ms']:.0f} | {r['speedup_vs_pruned']:.0f}x |")
     table = "\n".join(lines)
     info = (f"{platform.processor() or platform.machine()}, 1 thread, torch "
             f"{torch.__version__}, python {platform.python_version()}")

@@ -18,8 +18,13 @@ def render_torch(
     sh_degree: int | None = None,
     occluder_depth: np.ndarray | None = None,  # [H, W]
     tile_size: int = K.TILE_SIZE,
+    dense_tiles: bool = False,
 ) -> RenderOutput:
-    """Render without gradients through the pure-torch tile rasterizer (float32)."""
+    """Render without gradients through the pure-torch tile rasterizer (float32).
+
+    ``dense_tiles=True`` runs the straightforward path (every tile pixel x every tile
+    Gaussian), the baseline the render benchmark compares against.
+    """
     import torch
 
     from bench.render.torch_raster import rasterize
@@ -32,7 +37,7 @@ def render_torch(
         occ = None if occluder_depth is None else torch.as_tensor(
             np.asarray(occluder_depth, np.float32))
         out = rasterize(*arrays, camera, background=background, sh_degree=sh_degree,
-                        tile_size=tile_size, occluder_depth=occ)
+                        tile_size=tile_size, occluder_depth=occ, dense_tiles=dense_tiles)
     valid = camera.pixel_rays()[1].copy() if camera.model == "fisheye" else np.ones(
         (camera.height, camera.width), bool)
     return RenderOutput(out.rgb.numpy(), out.depth.numpy(), out.alpha.numpy(), valid,
