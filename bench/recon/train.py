@@ -328,12 +328,6 @@ def photometric_loss(render, target, *, ssim_lambda: float = 0.2):  # [H, W, 3] 
     return (1.0 - ssim_lambda) * l1 + ssim_lambda * (1.0 - ssim), l1, ssim
 
 
-def psnr(render: np.ndarray, target: np.ndarray) -> float:  # [H, W, 3] x [H, W, 3]
-    """PSNR in dB of images in [0, 1] (``-10 log10 MSE``; inf for identical images)."""
-    mse = float(np.mean((np.asarray(render, np.float64) - np.asarray(target, np.float64)) ** 2))
-    return math.inf if mse == 0 else -10.0 * math.log10(mse)
-
-
 # --------------------------------------------------------------------------- parameters
 def _make_params(splats: GaussianSplats, device: str):
     import torch
@@ -540,6 +534,8 @@ def evaluate_views(params, render, views: Sequence[View], images: ImageCache, *,
     """Mean L1 and mean PSNR (dB) of renders (clamped to [0, 1]) against view images."""
     import torch
 
+    from metrics.psnr import psnr  # the registry's scorer: one PSNR definition project-wide
+
     l1s, psnrs = [], []
     with torch.no_grad():
         for index, view in enumerate(views):
@@ -547,7 +543,7 @@ def evaluate_views(params, render, views: Sequence[View], images: ImageCache, *,
             rgb = rgb.clamp(0.0, 1.0)
             target = images.get(index, device)
             l1s.append(float((rgb - target).abs().mean()))
-            psnrs.append(psnr(rgb.cpu().numpy(), target.cpu().numpy()))
+            psnrs.append(float(psnr(rgb.cpu().numpy()[None], target.cpu().numpy()[None])[0]))
     return float(np.mean(l1s)), float(np.mean(psnrs))
 
 
