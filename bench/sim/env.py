@@ -127,7 +127,9 @@ class SplatBenchEnv(gym.Env):
     """One task in one scene (see the module docstring for the full contract).
 
     Args:
-        task: Task name ("cup", "tape", "pen"); registered ids fix it.
+        task: Task name ("cup", "tape", "pen"), a task-file path (.json / .toml), the name of
+            a task file in the scene bundle (``tasks/NAME.json``), or a
+            :class:`~bench.sim.tasks.TaskSpec`; registered ids fix it.
         scene: Scene directory or :class:`~bench.scene.bundle.SceneBundle`.
         render_mode: None or "rgb_array" (``render()`` returns the exterior camera view).
         config: An :class:`EnvConfig`; keyword arguments override its fields.
@@ -139,7 +141,7 @@ class SplatBenchEnv(gym.Env):
 
     def __init__(
         self,
-        task: str = "cup",
+        task: str | TaskSpec = "cup",
         scene: Any = None,
         *,
         render_mode: str | None = None,
@@ -151,12 +153,18 @@ class SplatBenchEnv(gym.Env):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
-        base = config or EnvConfig(task=task)
+        spec = task if isinstance(task, TaskSpec) else None
+        task_key = (spec.source or spec.name) if spec is not None else str(task)
+        base = config or EnvConfig(task=task_key)
         self.config = (
-            base.replace(task=task, **overrides) if (overrides or task != base.task) else base
+            base.replace(task=task_key, **overrides)
+            if (overrides or task_key != base.task)
+            else base
         )
-        self.task: TaskSpec = get_task(self.config.task)
         self.scene = resolve_scene(scene)
+        self.task: TaskSpec = spec or get_task(
+            self.config.task, scene_root=getattr(self.scene, "root", None)
+        )
         self.table = TableGeometry.from_scene_table(self.scene.table)
         if self.config.background == "gaussian" and self.config.min_table_gaussians > 0:
             check_table_registration(
@@ -178,7 +186,10 @@ class SplatBenchEnv(gym.Env):
             )
         self.action_space = self._make_action_space()
         self.observation_space = self._make_observation_space()
-        self._progress = make_progress_scorer(self.task, dt=self.config.frame_seconds)
+        self._success_fn = self.task.success_for(self.world.world_from_table)
+        self._progress = make_progress_scorer(
+            self.task, dt=self.config.frame_seconds, world_from_table=self.world.world_from_table
+        )
         self._renderer = None
         self._next_condition = 0
         self._state: TaskState | None = None
@@ -335,7 +346,7 @@ class SplatBenchEnv(gym.Env):
         state = world.task_state(frame=self._frame)
         self._state = state
         self._failure = world.failure(state)
-        success_now = bool(self.task.success(state))
+        success_now = bool(self._success_fn(state))
         self._success_run = self._success_run + 1 if success_now else 0
         self._success = self._success_run >= self.config.success_hold_frames
         # the env's own success is authoritative for the scorer's terminal channel

@@ -186,7 +186,7 @@ class World:
             strict=True,
         ):
             world = self.world_from_table @ np.array([ox, oy, obj.resting_height(), 1.0])
-            add_object(spec.worldbody, obj, pos=world[:3], yaw=oyaw + table.yaw)
+            add_object(spec.worldbody, obj, pos=world[:3], yaw=oyaw + table.yaw, spec=spec)
         # one free camera for every rendered view: its pose and fov are set before each draw
         spec.worldbody.add_camera(name="render_cam", fovy=90.0)
         self.robot.build(spec, home=self.home_pose())
