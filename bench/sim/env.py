@@ -133,7 +133,8 @@ class SplatBenchEnv(gym.Env):
         scene: Scene directory or :class:`~bench.scene.bundle.SceneBundle`.
         render_mode: None or "rgb_array" (``render()`` returns the exterior camera view).
         config: An :class:`EnvConfig`; keyword arguments override its fields.
-        robot: A :class:`~bench.sim.robot.Robot` (default: the floating gripper).
+        robot: A :class:`~bench.sim.robot.Robot` instance (default: built from
+            ``config.robot``, the floating gripper unless set).
         **overrides: Any :class:`EnvConfig` field, e.g. ``obs_mode="state"``.
     """
 
@@ -153,6 +154,8 @@ class SplatBenchEnv(gym.Env):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
+        if isinstance(robot, str):  # a robot name / file is a config field
+            overrides["robot"], robot = robot, None
         spec = task if isinstance(task, TaskSpec) else None
         task_key = (spec.source or spec.name) if spec is not None else str(task)
         base = config or EnvConfig(task=task_key)
@@ -170,6 +173,10 @@ class SplatBenchEnv(gym.Env):
             check_table_registration(
                 self.scene, self.table, minimum=self.config.min_table_gaussians
             )
+        if robot is None:
+            from bench.sim.robot import make_robot
+
+            robot = make_robot(self.config.robot)
         self.world = World(
             self.task,
             self.table,
@@ -185,6 +192,9 @@ class SplatBenchEnv(gym.Env):
                 f"execute ({self.execute}) cannot exceed chunk_size ({self.chunk_size})"
             )
         self.action_space = self._make_action_space()
+        from bench.sim.camera_rig import make_rig
+
+        self.rig = make_rig(self.config, self.world.robot)
         self.observation_space = self._make_observation_space()
         self._success_fn = self.task.success_for(self.world.world_from_table)
         self._progress = make_progress_scorer(
@@ -213,8 +223,9 @@ class SplatBenchEnv(gym.Env):
             "proprio": gym.spaces.Box(-np.inf, np.inf, shape=(PROPRIO_DIM,), dtype=np.float32)
         }
         if self.config.obs_mode == "rgb":
-            h, w = self.config.image_size
-            spaces["wrist_rgb"] = gym.spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
+            for camera in self.rig:
+                h, w = camera.intrinsics.height, camera.intrinsics.width
+                spaces[camera.key] = gym.spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
         else:
             spaces["object_state"] = gym.spaces.Box(-np.inf, np.inf, shape=(15,), dtype=np.float32)
         return gym.spaces.Dict(spaces)
@@ -276,6 +287,18 @@ class SplatBenchEnv(gym.Env):
         return wrist_camera_model(self.config).with_pose(
             self.world.robot.camera_pose(self.world.data)
         )
+
+    def cameras(self) -> dict:
+        """Every rig camera (``{name: Camera}``) at its current pose; no GL context needed."""
+        data = self.world.data
+        tcp = self.world.robot.tcp_pose(data)
+        body = self.world.robot.camera_pose(data)
+        return {c.name: c.intrinsics.with_pose(c.world_pose(tcp, body)) for c in self.rig}
+
+    def robot_stats(self) -> dict[str, int]:
+        """The robot's counters this episode (arms: IK solves, unreachable, fallbacks)."""
+        stats = getattr(self.world.robot, "stats", None)
+        return dict(stats()) if callable(stats) else {}
 
     @property
     def tcp_from_camera(self) -> np.ndarray:  # [4, 4]
@@ -381,7 +404,7 @@ class SplatBenchEnv(gym.Env):
     def _observation(self) -> dict[str, np.ndarray]:
         obs = {"proprio": self._proprio()}
         if self.config.obs_mode == "rgb":
-            obs["wrist_rgb"] = self._get_renderer().render_wrist()
+            obs.update(self._get_renderer().render_cameras())
         else:
             s = self._state
             parts = [
@@ -420,6 +443,7 @@ class SplatBenchEnv(gym.Env):
             },
             "tcp_target": self._target.copy(),
             "target_clipped": self._clipped,
+            "robot": self.robot_stats(),
             "state": s,
             "frame_states": list(self._frame_rows),
         }
@@ -428,5 +452,5 @@ class SplatBenchEnv(gym.Env):
         if self._renderer is None:
             from bench.sim.observation import ObservationRenderer
 
-            self._renderer = ObservationRenderer(self.world, self.scene, self.config)
+            self._renderer = ObservationRenderer(self.world, self.scene, self.config, rig=self.rig)
         return self._renderer

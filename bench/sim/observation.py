@@ -13,6 +13,13 @@ these passes: the reconstructed table is part of the background.
 MuJoCo runs headless through EGL (``MUJOCO_GL=egl``; software GL works without
 a GPU). Shadows and reflections are off (shadows cost ~20x in software GL).
 
+Several cameras (a :mod:`bench.sim.camera_rig` rig: dual wrist fisheyes,
+exterior views) are drawn per query by :meth:`ObservationRenderer.render_cameras`:
+one MuJoCo pass per camera, then every camera's background in one
+:func:`bench.render.render_batch` call (the splats are uploaded once), then the
+per-pixel depth composite per camera. The default single ``wrist`` camera keeps
+the original path (:meth:`ObservationRenderer.render_wrist`).
+
 Every ``render_*`` call adds its wall time to :attr:`ObservationRenderer.timings`
 (keys ``mujoco``, ``gaussians``, ``composite``) for the benchmark breakdown.
 """
@@ -214,12 +221,22 @@ class ObservationRenderer:
         config: Environment config (image sizes, fisheye field of view and mode, backend).
     """
 
-    def __init__(self, world: World, scene: Any, config: EnvConfig) -> None:
+    def __init__(self, world: World, scene: Any, config: EnvConfig, *, rig=None) -> None:
         self.world, self.scene, self.config = world, scene, config
         self.wrist = wrist_camera_model(config)
         from bench.render.fisheye import CUBE_MARGIN_PX, default_face_px
 
+        if rig is None:
+            from bench.sim.camera_rig import make_rig
+
+            rig = make_rig(config, world.robot)
+        self.rig = list(rig)
         self.face_px = int(config.cube_face_px or default_face_px(self.wrist))
+        self._face_px = {
+            c.name: int(config.cube_face_px or default_face_px(c.intrinsics))
+            for c in self.rig
+            if c.intrinsics.model == "fisheye"
+        }
         eh, ew = config.exterior_size
         table = world.table
         centre = np.array([*table.center, table.height])
@@ -231,8 +248,12 @@ class ObservationRenderer:
             world_from_camera=look_at(centre + front, centre + [0, 0, 0.05]),
             name="exterior",
         )
-        side = self.face_px + 2 * CUBE_MARGIN_PX
-        self.mujoco = MujocoPinhole(world.model, (max(side, eh), max(side, ew)))
+        side = max([self.face_px, *self._face_px.values()]) + 2 * CUBE_MARGIN_PX
+        pin_h = max([c.intrinsics.height for c in self.rig if c.intrinsics.model == "pinhole"],
+                    default=0)
+        pin_w = max([c.intrinsics.width for c in self.rig if c.intrinsics.model == "pinhole"],
+                    default=0)
+        self.mujoco = MujocoPinhole(world.model, (max(side, eh, pin_h), max(side, ew, pin_w)))
         self.use_gaussians = config.background == "gaussian"
         self.timings: dict[str, float] = defaultdict(float)
 
@@ -278,6 +299,68 @@ class ObservationRenderer:
         )
         self.timings["mujoco"] += time.perf_counter() - start
         return self._compose(camera, mesh)
+
+    def rig_cameras(self) -> list[Camera]:
+        """Every rig camera at its current pose."""
+        robot, data = self.world.robot, self.world.data
+        tcp, body = robot.tcp_pose(data), robot.camera_pose(data)
+        return [c.intrinsics.with_pose(c.world_pose(tcp, body)) for c in self.rig]
+
+    def _mesh_pass(self, camera: Camera, *, wrist: bool) -> RenderOutput:
+        from bench.render.fisheye import render_cubemap
+
+        start = time.perf_counter()
+        # the reconstruction shows the real table; without a background the exterior shows it
+        self.mujoco.show_table(not self.use_gaussians and not wrist)
+        if camera.model == "fisheye":
+            mesh = render_cubemap(self.mujoco.render_backend(self.world.data), None, camera,
+                                  face_px=self._face_px[camera.name])
+        else:
+            mesh = self.mujoco.render(self.world.data, camera)
+        self.timings["mujoco"] += time.perf_counter() - start
+        return mesh
+
+    def render_cameras(self) -> dict[str, np.ndarray]:  # -> {"<name>_rgb": [H, W, 3] uint8}
+        """Every rig camera's observation; the backgrounds of all cameras in one batch."""
+        if len(self.rig) == 1 and self.rig[0].pose is None:  # the default wrist camera
+            return {self.rig[0].key: self.render_wrist()}
+        cameras = self.rig_cameras()
+        meshes = [self._mesh_pass(cam, wrist=rc.mount == "wrist")
+                  for cam, rc in zip(cameras, self.rig, strict=True)]
+        layers = [mesh_layers(mesh) for mesh in meshes]
+        if not self.use_gaussians:
+            return {rc.key: to_uint8(np.where(np.isfinite(depth)[..., None], rgb, 0.0))
+                    for rc, (rgb, depth) in zip(self.rig, layers, strict=True)}
+        backgrounds = self._gaussians_batch(cameras)
+        from bench.render import composite
+
+        start = time.perf_counter()
+        out = {rc.key: to_uint8(composite(gs, rgb, depth))
+               for rc, gs, (rgb, depth) in zip(self.rig, backgrounds, layers, strict=True)}
+        self.timings["composite"] += time.perf_counter() - start
+        return out
+
+    def _gaussians_batch(self, cameras: list[Camera]) -> list[RenderOutput]:
+        """Backgrounds of several cameras: one ``render_batch`` per cube-face size."""
+        from bench.render import render_batch
+
+        start = time.perf_counter()
+        groups: dict[int | None, list[int]] = {}
+        for index, cam in enumerate(cameras):
+            groups.setdefault(self._face_px.get(cam.name), []).append(index)
+        outputs: list[RenderOutput | None] = [None] * len(cameras)
+        for face_px, indices in groups.items():
+            rendered = render_batch(
+                self.scene.background,
+                [cameras[i] for i in indices],
+                backend=self.config.render_backend,
+                fisheye_mode=self.config.fisheye_mode,
+                cubemap_face_px=face_px,
+            )
+            for i, out in zip(indices, rendered, strict=True):
+                outputs[i] = out
+        self.timings["gaussians"] += time.perf_counter() - start
+        return outputs
 
     def render_exterior(self) -> np.ndarray:  # -> [H, W, 3] uint8
         """A fixed pinhole view of the table from the front (debugging, videos)."""

@@ -280,9 +280,41 @@ class FloatingGripper:
         return pose(data.xmat[cam].reshape(3, 3), data.xpos[cam])
 
 
-ROBOTS: Registry[type] = Registry("robot")
+def _arm6(**kwargs) -> Robot:
+    from bench.sim.arm import ArmConfig, ArmRobot
+
+    return ArmRobot(ArmConfig(**kwargs))
+
+
+ROBOTS: Registry = Registry("robot")
 ROBOTS.register(
     "floating-gripper",
     FloatingGripper,
+    kind="floating",
     description="free 6-DoF parallel-jaw gripper on a mocap weld, wrist fisheye camera",
 )
+ROBOTS.register(
+    "arm6",
+    _arm6,
+    kind="arm",
+    description="the bench's 6-DoF MJCF arm + parallel jaw, differential IK (mink)",
+)
+
+
+def make_robot(name: str) -> Robot:
+    """A robot by registry name ("floating-gripper", "arm6"), robot JSON file or MJCF/URDF path.
+
+    A ``.json`` file holds :class:`bench.sim.arm.ArmConfig` fields (``model`` relative to
+    it); an ``.xml`` / ``.urdf`` path is an arm with the default config (``ee_body``
+    "flange" must exist: use a robot file to name another end-effector body).
+    """
+    lowered = str(name).lower()
+    if lowered.endswith(".json"):
+        from bench.sim.arm import ArmRobot, load_robot_file
+
+        return ArmRobot(load_robot_file(name))
+    if lowered.endswith((".xml", ".mjcf", ".urdf")):
+        from bench.sim.arm import ArmConfig, ArmRobot
+
+        return ArmRobot(ArmConfig(model=str(name)))
+    return ROBOTS.get(name)()

@@ -116,6 +116,8 @@ class World:
         self.grasp_config = grasp or GraspConfig()
         self.physics_dt = physics_dt
         self.world_from_table = table.world_from_table()
+        if hasattr(self.robot, "world_from_table"):  # arms are mounted in the table frame
+            self.robot.world_from_table = self.world_from_table
         spec = self._build_spec()
         self.model = spec.compile()
         self.data = mujoco.MjData(self.model)
@@ -127,7 +129,11 @@ class World:
             objects=[task.actor.name],
             left_pad=LEFT_PAD,
             right_pad=RIGHT_PAD,
-            finger_kp=getattr(getattr(self.robot, "config", None), "finger_kp", 1000.0),
+            finger_kp=getattr(
+                self.robot,
+                "finger_kp",
+                getattr(getattr(self.robot, "config", None), "finger_kp", 1000.0),
+            ),
         )
         self._object_ids = {
             o.name: mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, o.name)
