@@ -355,8 +355,8 @@ class ArmRobot:
     def reset(  # world_from_tcp [4, 4]
         self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float
     ) -> None:
-        self.unreachable = self.fallbacks = self.solves = self.target_clipped = 0
         self._q_cmd = self.solve_pose(np.asarray(world_from_tcp, np.float64))
+        self.unreachable = self.fallbacks = self.solves = self.target_clipped = 0
         data.qpos[self._qpos] = self._q_cmd
         data.qvel[self._dof] = 0.0
         half = float(np.clip(opening, 0.0, self.max_opening)) / 2

@@ -147,6 +147,42 @@ class MujocoPinhole:
             background=(0.0, 0.0, 0.0),
         )
 
+    def render_calibrated(self, data: mujoco.MjData, camera: Camera) -> RenderOutput:
+        """Any pinhole ``camera`` (off-centre principal point, fx != fy).
+
+        MuJoCo draws a centred square-pixel pinhole on the same axis that covers the
+        calibrated view (focal length max(fx, fy), 2 px margin), resampled bilinearly on
+        premultiplied colour, alpha and alpha x depth (z-depth: same optical axis).
+        """
+        if camera.model != "pinhole":
+            raise ValueError("render_calibrated takes pinhole cameras; remap fisheyes")
+        if (math.isclose(camera.cx, camera.width / 2) and math.isclose(camera.cy, camera.height / 2)
+                and math.isclose(camera.fx, camera.fy)):
+            return self.render(data, camera)
+        from bench.render.fisheye import _bilinear
+
+        f = max(camera.fx, camera.fy)
+        half_w = f * max(camera.cx, camera.width - camera.cx) / camera.fx + 2
+        half_h = f * max(camera.cy, camera.height - camera.cy) / camera.fy + 2
+        cover_w, cover_h = 2 * math.ceil(half_w), 2 * math.ceil(half_h)
+        cover = Camera("pinhole", cover_w, cover_h, f, f, cover_w / 2, cover_h / 2,
+                       camera.world_from_camera, name=f"{camera.name}:cover")
+        out = self.render(data, cover)
+        cols, rows = np.meshgrid(np.arange(camera.width) + 0.5, np.arange(camera.height) + 0.5)
+        u = (cols.ravel() - camera.cx) * f / camera.fx + cover.cx
+        v = (rows.ravel() - camera.cy) * f / camera.fy + cover.cy
+        a = out.alpha.astype(np.float64)
+        premult_depth = np.where(a > 0, np.where(np.isfinite(out.depth), out.depth, 0.0) * a, 0.0)
+        stacked = np.concatenate([out.rgb, a[..., None], premult_depth[..., None]], axis=-1)
+        sampled = _bilinear(stacked, u, v).reshape(camera.height, camera.width, 5)
+        alpha = sampled[..., 3]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            depth = np.where(alpha > 0, sampled[..., 4] / alpha, np.inf)
+        shape = (camera.height, camera.width)
+        return RenderOutput(sampled[..., :3].astype(np.float32), depth.astype(np.float32),
+                            alpha.astype(np.float32), np.ones(shape, bool),
+                            background=(0.0, 0.0, 0.0))
+
     def render_backend(self, data: mujoco.MjData):
         """This renderer as a ``bench.render`` pinhole backend for ``render_cubemap``.
 
@@ -249,10 +285,10 @@ class ObservationRenderer:
             name="exterior",
         )
         side = max([self.face_px, *self._face_px.values()]) + 2 * CUBE_MARGIN_PX
-        pin_h = max([c.intrinsics.height for c in self.rig if c.intrinsics.model == "pinhole"],
-                    default=0)
-        pin_w = max([c.intrinsics.width for c in self.rig if c.intrinsics.model == "pinhole"],
-                    default=0)
+        pinholes = [c.intrinsics for c in self.rig if c.intrinsics.model == "pinhole"]
+        # a calibrated pinhole is drawn through a centred cover view up to ~2x its size
+        pin_h = max([2 * c.height + 8 for c in pinholes], default=0)
+        pin_w = max([2 * c.width + 8 for c in pinholes], default=0)
         self.mujoco = MujocoPinhole(world.model, (max(side, eh, pin_h), max(side, ew, pin_w)))
         self.use_gaussians = config.background == "gaussian"
         self.timings: dict[str, float] = defaultdict(float)
@@ -316,7 +352,7 @@ class ObservationRenderer:
             mesh = render_cubemap(self.mujoco.render_backend(self.world.data), None, camera,
                                   face_px=self._face_px[camera.name])
         else:
-            mesh = self.mujoco.render(self.world.data, camera)
+            mesh = self.mujoco.render_calibrated(self.world.data, camera)
         self.timings["mujoco"] += time.perf_counter() - start
         return mesh
 
