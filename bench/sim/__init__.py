@@ -46,8 +46,11 @@ _register()
 
 
 def make_env(task, scene, **kwargs):
-    """``gymnasium.make`` by task: "cup" / "tape" / "pen", a task-file path, a bundle task name
-    (``<scene>/tasks/NAME.json``) or a :class:`~bench.sim.tasks.TaskSpec`."""
+    """``gymnasium.make`` by task name, task-file path or :class:`~bench.sim.tasks.TaskSpec`.
+
+    ``task``: "cup" / "tape" / "pen" (their own env ids), a ``.json`` / ``.toml`` task file,
+    a bundle task name (``<scene>/tasks/NAME.json``) or a TaskSpec (``splatbench/Task-v0``).
+    """
     if isinstance(task, str) and task.lower() in ENV_IDS:
         return gymnasium.make(ENV_IDS[task.lower()], scene=scene, **kwargs)
     from bench.sim.tasks import TaskSpec, get_task, is_task_file

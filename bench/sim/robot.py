@@ -101,8 +101,10 @@ class GripperConfig:
 
 
 def add_parallel_jaw(spec: mujoco.MjSpec, hand: mujoco.MjsBody, cfg: GripperConfig) -> None:
-    """The bench's parallel jaw on ``hand`` (whose frame is the TCP): palm, camera mount and
-    wrist-camera body, the ``tcp`` site, two sliding fingers with pads, the finger coupling.
+    """The bench's parallel jaw on ``hand`` (whose frame is the TCP).
+
+    Palm, camera mount and wrist-camera body, the ``tcp`` site, two sliding fingers
+    with pads, the finger coupling.
 
     Used by the floating gripper and by arms that take the bench's jaw.
     """

@@ -174,8 +174,10 @@ def in_receptacle(
     below_rim: float = 0.005,
     max_speed: float = MAX_SPEED,
 ) -> bool:
-    """A receptacle of any shape (a mesh bowl): actor centre within ``mouth_radius`` of its axis,
-    underside at least ``below_rim`` below the rim, released, at rest, receptacle on the table.
+    """Actor inside a receptacle of any shape (a mesh bowl).
+
+    Centre within ``mouth_radius`` of its axis, underside at least ``below_rim`` below
+    the rim, released, at rest, and the receptacle on the table.
     """
     actor_state, rec = state.objects[actor], state.objects[receptacle]
     if not _released_and_still(state, actor, max_speed):

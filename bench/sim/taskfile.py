@@ -163,7 +163,8 @@ def _shape(where: _Where, field: str, value: Any):
         raise where.error(field, "needs a 'type'", f"one of {sorted(SHAPE_KEYS)}")
     kind = value["type"]
     if kind not in SHAPE_KEYS:
-        raise where.error(f"{field}.type", f"{kind!r} is unknown", f"use one of {sorted(SHAPE_KEYS)}")
+        raise where.error(f"{field}.type", f"{kind!r} is unknown",
+                          f"use one of {sorted(SHAPE_KEYS)}")
     params = {k: v for k, v in value.items() if k != "type"}
     _mapping(where, field, params, SHAPE_KEYS[kind])
     required = {"cylinder": {"radius", "height"}, "box": {"size"},
@@ -278,7 +279,8 @@ def _axis(where: _Where, field: str, value: Any) -> tuple[float, ...]:
         low, high = _vector(where, f"{field}.range", value["range"], 2)
         count = _integer(where, f"{field}.count", value["count"])
         if high < low:
-            raise where.error(f"{field}.range", f"[{low:g}, {high:g}] is reversed", "write [lo, hi]")
+            raise where.error(f"{field}.range", f"[{low:g}, {high:g}] is reversed",
+                              "write [lo, hi]")
         return tuple(float(v) for v in np.linspace(low, high, count))
     if not isinstance(value, list) or not value:
         raise where.error(field, f"must be a non-empty list or a range, got {value!r}",

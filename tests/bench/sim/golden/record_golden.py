@@ -6,8 +6,9 @@ Run once at git main a3b63ea (hard-coded Cup/Tape/Pen TaskSpecs, before task fil
 
 It writes ``tasks_main_a3b63ea.json``: per task and policy, the full physical state digest per
 frame (sha256 of qpos, qvel, mocap, eq_active, time) and the per-frame state stream rows
-(``info["frame_states"]``, as sha256 of its JSON) of expert / noisy-expert episodes in state mode, plus the sha256 of
-every wrist image of a short rgb rollout. ``test_sim_task_files.py`` recomputes them.
+(``info["frame_states"]``, as sha256 of its JSON) of expert / noisy-expert episodes in state
+mode, plus the sha256 of every wrist image of a short rgb rollout.
+``test_sim_task_files.py`` recomputes them.
 """
 
 from __future__ import annotations
