@@ -277,6 +277,11 @@ class ObservationRenderer:
         table = world.table
         centre = np.array([*table.center, table.height])
         front = world.world_from_table[:3, :3] @ np.array([0.0, -0.9, 0.55])
+        base = getattr(world.robot, "world_from_base", None)
+        if base is not None:  # an arm: look from the side of the table away from its base
+            away = centre[:2] - base[:2, 3]
+            away = away / max(float(np.linalg.norm(away)), 1e-9)
+            front = np.array([0.9 * away[0], 0.9 * away[1], 0.55])
         self.exterior = Camera.pinhole_from_fov(
             ew,
             eh,
