@@ -154,6 +154,7 @@ class ArmRobot:
         self.fallbacks = 0
         self.solves = 0
         self.target_clipped = 0
+        self.ik_seconds = 0.0  # wall time spent in track() (benchmarks; not in stats())
 
     # -- model construction -------------------------------------------------------------
     @property
@@ -330,6 +331,9 @@ class ArmRobot:
 
     def track(self, target: np.ndarray, *, dt: float) -> np.ndarray:  # [4, 4] -> [n]
         """Clip a target to the reach, solve one IK step, count it if unreachable."""
+        import time
+
+        start = time.perf_counter()
         position, clipped = self._clip_to_reach(np.asarray(target[:3, 3], np.float64))
         goal = np.array(target, np.float64)
         goal[:3, 3] = position
@@ -339,6 +343,7 @@ class ArmRobot:
         pos_err, rot_err = self._pose_error(self._q_cmd, np.asarray(target, np.float64))
         if pos_err > self.config.position_tolerance or rot_err > self.config.rotation_tolerance:
             self.unreachable += 1
+        self.ik_seconds += time.perf_counter() - start
         return self._q_cmd
 
     def solve_pose(self, target: np.ndarray, *, iterations: int = 200) -> np.ndarray:
