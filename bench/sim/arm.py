@@ -45,6 +45,45 @@ MODEL_SUFFIXES = (".xml", ".mjcf", ".urdf")
 
 
 @dataclass(frozen=True)
+class ModelGripper:
+    """A gripper that comes with the arm model (e.g. the Franka hand), instead of the bench jaw.
+
+    Attributes:
+        hand_body: Model body the fingers hang from.
+        tcp_offset: TCP position in ``hand_body``'s frame, metres (between the fingertips).
+        tcp_yaw_deg: TCP rotation about ``hand_body``'s z axis, degrees (TCP +x = finger axis).
+        left_pad: Geom of the left finger's inner surface (the contact-attach rule reads it).
+        right_pad: Geom of the right finger's inner surface.
+        finger_joints: Joints whose positions sum to the opening (times ``opening_scale``).
+        opening_scale: Metres of opening per unit of the summed finger joints.
+        actuator: The model's gripper actuator (kept; every other model actuator is dropped).
+        ctrl_open: Actuator control at ``max_opening``.
+        ctrl_closed: Actuator control at opening 0.
+        max_opening: Largest opening, metres.
+        camera_offset: Wrist-camera position in the TCP frame, metres.
+    """
+
+    hand_body: str
+    left_pad: str
+    right_pad: str
+    finger_joints: tuple[str, ...]
+    actuator: str
+    ctrl_open: float
+    ctrl_closed: float
+    max_opening: float
+    tcp_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    tcp_yaw_deg: float = 0.0
+    opening_scale: float = 1.0
+    camera_offset: tuple[float, float, float] = (0.0, -0.06, -0.10)
+
+    def __post_init__(self) -> None:
+        for key in ("tcp_offset", "finger_joints", "camera_offset"):
+            object.__setattr__(self, key, tuple(getattr(self, key)))
+        if self.max_opening <= 0 or self.ctrl_open == self.ctrl_closed:
+            raise ValueError("model gripper needs max_opening > 0 and ctrl_open != ctrl_closed")
+
+
+@dataclass(frozen=True)
 class ArmConfig:
     """An arm embodiment (metres, radians unless named ``_deg``).
 
@@ -58,7 +97,9 @@ class ArmConfig:
         base_z: Base height above the table top, metres.
         base_yaw_deg: Base yaw in the table frame, degrees.
         joints: Joints driven by IK (model names; default: every hinge/slide joint of the arm).
-        seed_joints: IK seed (one value per joint; default: mid-range, arm6 a bent pose).
+        seed_joints: IK seed (one value per joint; default: the model's first keyframe, e.g.
+            Menagerie's "home", else mid-range; arm6: a bent pose). A straight, singular seed
+            makes the reset IK fail: give a bent pose near your task.
         kp: Joint servo stiffness, N m / rad.
         kv: Joint servo damping, N m s / rad.
         ik_every: Physics steps per IK solve (5 = 100 Hz at 2 ms physics; the servos
@@ -71,6 +112,7 @@ class ArmConfig:
         position_tolerance: IK error above which a target counts as unreachable, metres.
         rotation_tolerance: Orientation error above which it counts as unreachable, radians.
         gripper: The bench jaw's geometry and finger servo.
+        model_gripper: Use the model's own gripper instead of the bench jaw (None = the jaw).
     """
 
     model: str = "arm6"
@@ -92,10 +134,13 @@ class ArmConfig:
     position_tolerance: float = 0.002
     rotation_tolerance: float = 0.02
     gripper: GripperConfig = field(default_factory=GripperConfig)
+    model_gripper: ModelGripper | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.gripper, dict):
             object.__setattr__(self, "gripper", GripperConfig(**self.gripper))
+        if isinstance(self.model_gripper, dict):
+            object.__setattr__(self, "model_gripper", ModelGripper(**self.model_gripper))
         if self.ik_every < 1 or self.kp <= 0 or self.kv < 0:
             raise ValueError("arm ik_every must be >= 1, kp > 0 and kv >= 0")
 
@@ -112,7 +157,7 @@ class ArmConfig:
         return path
 
 
-def _load_arm_spec(path: Path) -> mujoco.MjSpec:
+def _load_arm_spec(path: Path, *, keep_actuator: str | None = None) -> mujoco.MjSpec:
     try:
         child = mujoco.MjSpec.from_file(str(path))
     except Exception as exc:  # mujoco raises ValueError with the parser message
@@ -120,10 +165,29 @@ def _load_arm_spec(path: Path) -> mujoco.MjSpec:
         raise BenchError(f"cannot load arm model {path} ({first}); check the MJCF/URDF and "
                          "its mesh paths") from None
     for actuator in list(child.actuators):  # the bench drives the joints with its own servos
-        child.delete(actuator)
+        if actuator.name != keep_actuator:
+            child.delete(actuator)
     for key in list(child.keys):
         child.delete(key)
     return child
+
+
+def keyframe_joints(path: Path) -> dict[str, float]:
+    """Joint name -> value of the model's first keyframe (e.g. Menagerie's "home"), or {}."""
+    try:
+        spec = mujoco.MjSpec.from_file(str(path))
+        if not spec.keys:
+            return {}
+        model = spec.compile()
+    except Exception:  # no keyframe seed then; the model itself is validated by _load_arm_spec
+        return {}
+    qpos = np.asarray(model.key_qpos[0])
+    out = {}
+    for joint in range(model.njnt):
+        if int(model.jnt_type[joint]) in (int(mujoco.mjtJoint.mjJNT_HINGE),
+                                         int(mujoco.mjtJoint.mjJNT_SLIDE)):
+            out[model.joint(joint).name] = float(qpos[model.jnt_qposadr[joint]])
+    return out
 
 
 def damped_least_squares_step(  # -> [n] joint step
@@ -146,8 +210,12 @@ class ArmRobot:
     def __init__(self, config: ArmConfig | None = None) -> None:
         self.config = config or ArmConfig()
         self.name = f"arm:{self.config.model}"
-        self.max_opening = self.config.gripper.max_opening
+        model_gripper = self.config.model_gripper
+        self.max_opening = (model_gripper or self.config.gripper).max_opening
         self.finger_kp = self.config.gripper.finger_kp
+        if model_gripper is not None:  # contact labels of the model's own pads
+            self.pad_geoms = {"left_pad": PREFIX + model_gripper.left_pad,
+                              "right_pad": PREFIX + model_gripper.right_pad}
         self.world_from_table = np.eye(4)
         self._path = self.config.model_path()
         self.unreachable = 0
@@ -166,7 +234,8 @@ class ArmRobot:
     def _attach(self, spec: mujoco.MjSpec) -> None:
         """Mount the arm, the jaw and the joint servos into ``spec``."""
         cfg = self.config
-        child = _load_arm_spec(self._path)
+        own = cfg.model_gripper
+        child = _load_arm_spec(self._path, keep_actuator=own.actuator if own else None)
         base = self.world_from_base
         frame = spec.worldbody.add_frame(pos=list(base[:3, 3]),
                                          quat=list(mat_to_quat(base[:3, :3])))
@@ -176,14 +245,18 @@ class ArmRobot:
             names = [b.name.removeprefix(PREFIX) for b in spec.bodies if b.name.startswith(PREFIX)]
             raise BenchError(f"arm model {self._path.name} has no body {cfg.ee_body!r}; set "
                              f"ee_body to one of {names}")
-        yaw = np.deg2rad(cfg.ee_yaw_deg)
-        hand = ee.add_body(name=HAND_BODY, pos=list(cfg.ee_offset),
-                           quat=[np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)], gravcomp=1.0)
-        add_parallel_jaw(spec, hand, cfg.gripper)
+        if own is None:
+            yaw = np.deg2rad(cfg.ee_yaw_deg)
+            hand = ee.add_body(name=HAND_BODY, pos=list(cfg.ee_offset),
+                               quat=[np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)], gravcomp=1.0)
+            add_parallel_jaw(spec, hand, cfg.gripper)
+        else:
+            self._add_tcp_frame(spec, own)
         for body in spec.bodies:
             if body.name.startswith(PREFIX):
                 body.gravcomp = 1.0
-        joints = [j for j in spec.joints if j.name.startswith(PREFIX)
+        fingers = {PREFIX + n for n in own.finger_joints} if own is not None else set()
+        joints = [j for j in spec.joints if j.name.startswith(PREFIX) and j.name not in fingers
                   and j.type in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)]
         wanted = cfg.joints
         if wanted is not None:
@@ -200,7 +273,35 @@ class ArmRobot:
             actuator = spec.add_actuator(name=f"servo_{joint.name}", target=joint.name,
                                          trntype=mujoco.mjtTrn.mjTRN_JOINT)
             actuator.set_to_position(kp=cfg.kp, kv=cfg.kv)
-        add_jaw_actuator(spec, cfg.gripper)
+        if own is None:
+            add_jaw_actuator(spec, cfg.gripper)
+
+    def _add_tcp_frame(self, spec: mujoco.MjSpec, own: ModelGripper) -> None:
+        """A massless ``hand`` body at the model gripper's TCP (+ the wrist-camera body)."""
+        from bench.sim.robot import CAMERA_BODY
+
+        model_hand = spec.body(PREFIX + own.hand_body)
+        if model_hand is None:
+            raise BenchError(f"arm model {self._path.name} has no body {own.hand_body!r} "
+                             "(model_gripper.hand_body)")
+        names = {g.name for g in spec.geoms}
+        for pad in (own.left_pad, own.right_pad):
+            if PREFIX + pad not in names:
+                raise BenchError(f"arm model {self._path.name} has no geom {pad!r} "
+                                 "(model_gripper pads)")
+        joints = {j.name for j in spec.joints}
+        missing = [n for n in own.finger_joints if PREFIX + n not in joints]
+        if missing or not own.finger_joints:
+            raise BenchError(f"arm model {self._path.name} lacks finger joints {missing} "
+                             "(model_gripper.finger_joints)")
+        if spec.actuator(PREFIX + own.actuator) is None:
+            raise BenchError(f"arm model {self._path.name} has no actuator {own.actuator!r} "
+                             "(model_gripper.actuator)")
+        yaw = np.deg2rad(own.tcp_yaw_deg)
+        hand = model_hand.add_body(name=HAND_BODY, pos=list(own.tcp_offset),
+                                   quat=[np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)])
+        hand.add_site(name="tcp", pos=[0, 0, 0], size=[0.004, 0, 0], group=5)
+        hand.add_body(name=CAMERA_BODY, pos=list(own.camera_offset))
 
     def build(self, spec: mujoco.MjSpec, *, home: np.ndarray) -> None:  # home [4, 4]
         self._attach(spec)
@@ -226,13 +327,18 @@ class ArmRobot:
         act = mujoco.mjtObj.mjOBJ_ACTUATOR
         self._servos = np.array([mujoco.mj_name2id(model, act, f"servo_{n}")
                                  for n in self.joint_names])
-        self._fingers = mujoco.mj_name2id(model, act, "fingers")
+        own = self.config.model_gripper
+        self._fingers = mujoco.mj_name2id(
+            model, act, PREFIX + own.actuator if own is not None else "fingers")
         body = mujoco.mjtObj.mjOBJ_BODY
         self._hand = mujoco.mj_name2id(model, body, HAND_BODY)
         self._camera = mujoco.mj_name2id(model, body, "wrist_camera")
         self._ik_hand = mujoco.mj_name2id(self.ik_model, body, HAND_BODY)
-        self._left = int(model.jnt_qposadr[mujoco.mj_name2id(model, jnt, "left_finger_joint")])
-        self._right = int(model.jnt_qposadr[mujoco.mj_name2id(model, jnt, "right_finger_joint")])
+        finger_names = ([PREFIX + n for n in own.finger_joints] if own is not None
+                        else ["left_finger_joint", "right_finger_joint"])
+        self._finger_qpos = np.array([model.jnt_qposadr[mujoco.mj_name2id(model, jnt, n)]
+                                      for n in finger_names])
+        self._opening_scale = own.opening_scale if own is not None else 1.0
         self._ik_data = mujoco.MjData(self.ik_model)
         self.configuration = mink.Configuration(self.ik_model)
         self._frame_task = mink.FrameTask(HAND_BODY, "body", position_cost=1.0,
@@ -255,6 +361,10 @@ class ArmRobot:
             return seed
         if cfg.model == "arm6":  # elbow up, wrist pointing down
             return np.array([0.0, 0.5, 1.6, 0.0, 1.0, 0.0])
+        key = keyframe_joints(self._path)
+        names = [n.removeprefix(PREFIX) for n in self.joint_names]
+        if key and all(n in key for n in names):
+            return np.array([key[n] for n in names])
         low, high = self._limits[:, 0], self._limits[:, 1]
         return np.where(np.isfinite(low) & np.isfinite(high), (low + high) / 2, 0.0)
 
@@ -364,12 +474,19 @@ class ArmRobot:
         self.unreachable = self.fallbacks = self.solves = self.target_clipped = 0
         data.qpos[self._qpos] = self._q_cmd
         data.qvel[self._dof] = 0.0
-        half = float(np.clip(opening, 0.0, self.max_opening)) / 2
-        data.qpos[self._left] = half
-        data.qpos[self._right] = half
+        opening = float(np.clip(opening, 0.0, self.max_opening))
+        data.qpos[self._finger_qpos] = opening / self._opening_scale / len(self._finger_qpos)
         data.ctrl[self._servos] = self._q_cmd
-        data.ctrl[self._fingers] = half
+        data.ctrl[self._fingers] = self._finger_ctrl(opening)
         self._step = 0
+
+    def _finger_ctrl(self, opening: float) -> float:
+        """Actuator control for an opening (bench jaw: half opening; model: linear map)."""
+        opening = min(max(float(opening), 0.0), self.max_opening)
+        own = self.config.model_gripper
+        if own is None:
+            return opening / 2
+        return own.ctrl_closed + (own.ctrl_open - own.ctrl_closed) * opening / own.max_opening
 
     def command(  # position [3], quaternion [4] (w, x, y, z)
         self, data: mujoco.MjData, *, position: np.ndarray, quaternion: np.ndarray, opening: float
@@ -379,13 +496,13 @@ class ArmRobot:
             dt = self.ik_model.opt.timestep * self.config.ik_every
             data.ctrl[self._servos] = self.track(target, dt=dt)
         self._step += 1
-        data.ctrl[self._fingers] = min(max(float(opening), 0.0), self.max_opening) / 2
+        data.ctrl[self._fingers] = self._finger_ctrl(opening)
 
     def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
         return pose(data.xmat[self._hand].reshape(3, 3), data.xpos[self._hand])
 
     def opening(self, data: mujoco.MjData) -> float:
-        return float(data.qpos[self._left] + data.qpos[self._right])
+        return float(data.qpos[self._finger_qpos].sum() * self._opening_scale)
 
     def camera_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
         return pose(data.xmat[self._camera].reshape(3, 3), data.xpos[self._camera])
@@ -427,6 +544,12 @@ def load_robot_file(path: str | Path) -> ArmConfig:
     for key in ("ee_offset", "base_xy", "joints", "seed_joints"):
         if isinstance(data.get(key), list):
             data[key] = tuple(data[key])
+    if isinstance(data.get("model_gripper"), dict):
+        gripper_keys = {f.name for f in dataclasses.fields(ModelGripper)}
+        unknown = sorted(set(data["model_gripper"]) - gripper_keys)
+        if unknown:
+            raise BenchError(f"{path}: model_gripper has unknown keys {unknown}; allowed: "
+                             f"{sorted(gripper_keys)}")
     try:
         return ArmConfig(**data)
     except (TypeError, ValueError) as exc:

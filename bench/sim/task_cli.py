@@ -173,8 +173,12 @@ def run_show(args: argparse.Namespace) -> int:
     import numpy as np
 
     from bench.errors import BenchError
-    from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest
-    from bench.provenance import staged_output_dir
+    from bench.provenance import (
+        atomic_write_bytes,
+        atomic_write_json,
+        make_manifest,
+        staged_output_dir,
+    )
 
     if args.background == "gaussian" and args.scene is None:
         raise BenchError("--background gaussian needs --scene DIR (a bundle with background.ply)")

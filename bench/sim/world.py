@@ -118,6 +118,9 @@ class World:
         self.world_from_table = table.world_from_table()
         if hasattr(self.robot, "world_from_table"):  # arms are mounted in the table frame
             self.robot.world_from_table = self.world_from_table
+        # contact label -> geom name of the finger pads (a model's own gripper names its own)
+        self._pads = dict(getattr(self.robot, "pad_geoms", {LEFT_PAD: LEFT_PAD,
+                                                            RIGHT_PAD: RIGHT_PAD}))
         spec = self._build_spec()
         self.model = spec.compile()
         self.data = mujoco.MjData(self.model)
@@ -127,8 +130,8 @@ class World:
             self.grasp_config,
             hand_body=HAND_BODY,
             objects=[task.actor.name],
-            left_pad=LEFT_PAD,
-            right_pad=RIGHT_PAD,
+            left_pad=self._pads[LEFT_PAD],
+            right_pad=self._pads[RIGHT_PAD],
             finger_kp=getattr(
                 self.robot,
                 "finger_kp",
@@ -209,10 +212,13 @@ class World:
     def _label_geoms(self) -> list[str]:
         """Contact label per geom: 'table', 'left_pad', 'right_pad', or its body name."""
         labels = []
+        pad_label = {geom: label for label, geom in self._pads.items()}
         for geom in range(self.model.ngeom):
             name = mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_GEOM, geom) or ""
-            if name in ("table", LEFT_PAD, RIGHT_PAD):
+            if name == "table":
                 labels.append(name)
+            elif name in pad_label:
+                labels.append(pad_label[name])
             else:
                 body = int(self.model.geom_bodyid[geom])
                 labels.append(

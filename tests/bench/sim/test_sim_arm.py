@@ -138,3 +138,48 @@ def test_bad_arm_inputs_are_one_line_errors(tmp_path):
     robot_file.write_text('{"model": "../outside.xml"}')
     with pytest.raises(BenchError, match="leaves"):
         make_robot(str(robot_file))
+
+
+OWN_HAND = {
+    "model": "data/arm6_own_hand.xml",
+    "model_gripper": {"hand_body": "hand_base", "tcp_offset": [0.0, 0.0, 0.067],
+                      "left_pad": "pad_l", "right_pad": "pad_r",
+                      "finger_joints": ["finger_l", "finger_r"], "actuator": "grip",
+                      "ctrl_open": 255.0, "ctrl_closed": 0.0, "max_opening": 0.1},
+}
+
+
+def test_gripper_from_the_model_grasps_with_its_own_pads(small_scene, tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from bench.policies import make_policy
+
+    (tmp_path / "data").mkdir()
+    shutil.copy(Path(__file__).with_name("data") / "arm6_own_hand.xml", tmp_path / "data")
+    robot_file = tmp_path / "own_hand.json"
+    robot_file.write_text(json.dumps(OWN_HAND))
+    env = gymnasium.make(bench.sim.ENV_IDS["cup"], scene=small_scene, obs_mode="state",
+                         robot=str(robot_file))
+    robot = env.unwrapped.world.robot
+    assert robot.max_opening == 0.1 and "unused_motor" not in str(robot.joint_names)
+    policy = make_policy("expert", env)
+    obs, info = env.reset(seed=1)
+    assert robot.opening(env.unwrapped.world.data) == pytest.approx(0.1, abs=2e-3)
+    policy.reset(seed=1)
+    done, attached = False, False
+    while not done:
+        obs, _, term, trunc, info = env.step(policy.act(obs, info))
+        attached |= info["grasp"]["attached"] == "cup"
+        done = term or trunc
+    assert attached and info["success"], info["failure"]
+    env.close()
+    bad = dict(OWN_HAND, model_gripper={**OWN_HAND["model_gripper"], "left_pad": "pad_x"})
+    robot_file.write_text(json.dumps(bad))
+    from bench.sim.robot import make_robot
+
+    robot = make_robot(str(robot_file))
+    with pytest.raises(BenchError, match="no geom 'pad_x'"):
+        gymnasium.make(bench.sim.ENV_IDS["cup"], scene=small_scene, obs_mode="state",
+                       robot=robot)
