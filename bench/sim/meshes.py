@@ -102,7 +102,6 @@ def load_mesh(
     origin: str = "bbox",
     collision: str | list[Path] = "hull",
     texture: Path | None = None,
-    cache_dir: Path | None = None,
     source: str = "",
     what: str = "mesh object",
 ) -> Mesh:
@@ -114,8 +113,6 @@ def load_mesh(
         origin: "bbox" (origin at the bounding-box centre) or "file" (keep the file's frame).
         collision: "hull" or a list of convex part files (same scale and frame as ``path``).
         texture: PNG applied with the mesh's own UVs (default: the file's embedded texture).
-        cache_dir: Where an embedded texture is written as PNG for MuJoCo (default: next to
-            the mesh is never touched; a temporary cache folder is used).
         source: Relative path recorded in the shape (manifests).
         what: Name for error messages.
     """
@@ -140,7 +137,7 @@ def load_mesh(
         raise BenchError(f"{what}: collision geometry is thinner than 0.1 mm ({extent} m); "
                          "check the scale (metres)")
     uv, image = _file_texture(mesh)
-    texture_path = None
+    texture_rgb = None
     if texture is not None:
         if not texture.is_file() or texture.suffix.lower() != ".png":
             raise BenchError(f"{what}: texture {texture} must be an existing .png file")
@@ -150,32 +147,20 @@ def load_mesh(
         if uv is None:
             raise BenchError(f"{what}: texture given but {path.name} has no per-vertex UVs; "
                              "export the mesh with texture coordinates or use rgba")
-        texture_path = str(texture)
+        from PIL import Image
+
+        with Image.open(texture) as opened:
+            texture_rgb = np.asarray(opened.convert("RGB"), dtype=np.uint8)
     elif image is not None:
-        texture_path = _cache_texture(image, path, cache_dir)
+        texture_rgb = np.asarray(image.convert("RGB"), dtype=np.uint8)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return Mesh(
         source=source or path.name,
         vertices=vertices,
         faces=np.asarray(mesh.faces, np.int64),
         parts=parts,
-        texcoords=uv if texture_path is not None else None,
-        texture=texture_path,
+        texcoords=uv if texture_rgb is not None else None,
+        texture=texture_rgb,
         sha256=digest,
     )
 
-
-def _cache_texture(image, mesh_path: Path, cache_dir: Path | None) -> str:
-    """Write an embedded texture as PNG (content-addressed) so MuJoCo can read it."""
-    import io
-    import tempfile
-
-    buffer = io.BytesIO()
-    image.convert("RGB").save(buffer, format="PNG")
-    data = buffer.getvalue()
-    folder = Path(cache_dir or Path(tempfile.gettempdir()) / "splatbench-textures")
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.png"
-    if not target.exists():
-        target.write_bytes(data)
-    return str(target)

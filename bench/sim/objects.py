@@ -99,7 +99,7 @@ class Mesh:
         faces: Visual mesh triangles [F, 3] (vertex indices).
         parts: Convex collision parts, each a vertex array [Vk, 3] (object frame).
         texcoords: Per-vertex texture coordinates [V, 2] or None.
-        texture: Absolute path of a PNG texture (with ``texcoords``), or None.
+        texture: Texture image uint8 [H, W, 3] (with ``texcoords``), or None.
         sha256: Digest of the visual mesh file (provenance).
     """
 
@@ -108,7 +108,7 @@ class Mesh:
     faces: np.ndarray
     parts: tuple[np.ndarray, ...]
     texcoords: np.ndarray | None = None
-    texture: str | None = None
+    texture: np.ndarray | None = None
     sha256: str = ""
 
     @property
@@ -337,9 +337,12 @@ def _add_mesh(spec: mujoco.MjSpec, body: mujoco.MjsBody, obj: ObjectSpec) -> Non
     )
     geom_kwargs = {"rgba": list(obj.rgba)}
     if mesh.texture is not None and mesh.texcoords is not None:
+        image = np.ascontiguousarray(mesh.texture, dtype=np.uint8)
         texture = spec.add_texture(
-            name=f"{obj.name}_texture", type=mujoco.mjtTexture.mjTEXTURE_2D, file=mesh.texture
+            name=f"{obj.name}_texture", type=mujoco.mjtTexture.mjTEXTURE_2D,
+            width=int(image.shape[1]), height=int(image.shape[0]), nchannel=3,
         )
+        texture.data = image[::-1].tobytes()  # OpenGL rows start at the bottom (v up)
         material = spec.add_material(name=f"{obj.name}_material")
         material.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = texture.name
         geom_kwargs = {"material": material.name, "rgba": [1, 1, 1, 1]}

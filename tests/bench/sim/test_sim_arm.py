@@ -183,3 +183,21 @@ def test_gripper_from_the_model_grasps_with_its_own_pads(small_scene, tmp_path):
     with pytest.raises(BenchError, match="no geom 'pad_x'"):
         gymnasium.make(bench.sim.ENV_IDS["cup"], scene=small_scene, obs_mode="state",
                        robot=robot)
+
+
+def test_urdf_arm_reaches_targets(small_scene):
+    from pathlib import Path
+
+    urdf = Path(__file__).with_name("data") / "arm6.urdf"
+    config = ArmConfig(model=str(urdf), ee_body="wrist_3", ee_offset=(0.0, 0.0, 0.14),
+                       seed_joints=(0.0, 0.5, 1.6, 0.0, 1.0, 0.0))
+    env = make(small_scene, robot=ArmRobot(config))
+    env.reset(seed=0)
+    robot = env.unwrapped.world.robot
+    assert len(robot.joint_names) == 6
+    goals = (pose(top_down_mat(0.4), [0.1, -0.1, 0.1]), pose(top_down_mat(-0.3), [-0.1, 0.1, 0.2]))
+    for goal in goals:
+        drive_to(env, goal)
+        tcp = robot.tcp_pose(env.unwrapped.world.data)
+        assert np.linalg.norm(tcp[:3, 3] - goal[:3, 3]) < 0.002
+    env.close()

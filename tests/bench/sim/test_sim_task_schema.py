@@ -278,3 +278,73 @@ def test_bundle_objects_and_bundle_task_files(small_scene, tmp_path):
     write(root / "tasks/bad.json", data)
     with pytest.raises(BenchError, match="not in the bundle"):
         load_task_file(root / "tasks/bad.json")
+
+
+@pytest.mark.parametrize("how", ["embedded-glb", "obj-plus-png"])
+def test_textured_mesh_is_drawn_with_its_texture(small_scene, tmp_path, how):
+    import trimesh
+    from PIL import Image
+
+    (tmp_path / "meshes").mkdir()
+    box = trimesh.creation.box(extents=[0.06, 0.06, 0.04])
+    box.unmerge_vertices()
+    uv = (box.vertices[:, :2] - box.vertices[:, :2].min(0)) / np.ptp(box.vertices[:, :2], 0)
+    green = Image.new("RGB", (8, 8), (0, 255, 0))
+    box.visual = trimesh.visual.TextureVisuals(uv=uv, image=green)
+    data = copy.deepcopy(BOX_TASK)
+    if how == "embedded-glb":
+        box.export(tmp_path / "meshes/cube.glb")
+        data["objects"]["cube"] = {"mesh": "meshes/cube.glb", "mass": 0.1}
+    else:
+        # the OBJ's own material is blue; the task file's texture (green) overrides it
+        box.visual = trimesh.visual.TextureVisuals(uv=uv, image=Image.new("RGB", (8, 8),
+                                                                          (0, 0, 255)))
+        box.export(tmp_path / "meshes/cube.obj")
+        green.save(tmp_path / "meshes/green.png")
+        data["objects"]["cube"] = {"mesh": "meshes/cube.obj", "mass": 0.1,
+                                   "texture": "meshes/green.png"}
+    data["objects"]["cube"]["rgba"] = [1.0, 0.0, 0.0, 1.0]  # ignored where the texture applies
+    task = load_task_file(write(tmp_path / "tex.json", data))
+    assert task.actor.shape.texture is not None
+    env = bench.sim.make_env(task, small_scene, obs_mode="state", render_mode="rgb_array",
+                             background="none")
+    env.reset(seed=4)
+    assert env.unwrapped.world.model.ntex == 1
+    image = env.render().astype(int)
+    greenish = (image[..., 1] > 120) & (image[..., 0] < 60) & (image[..., 2] < 60)
+    reddish = (image[..., 0] > 120) & (image[..., 1] < 60) & (image[..., 2] < 60)
+    assert greenish.sum() > 30 and reddish.sum() == 0
+    env.close()
+
+
+@pytest.mark.parametrize("ext", ["obj", "glb"])
+def test_texture_orientation_follows_the_uv_convention(small_scene, tmp_path, ext):
+    """v = 1 is the top row of the texture image (OBJ / trimesh convention, glTF converted)."""
+    import trimesh
+    from PIL import Image
+
+    (tmp_path / "meshes").mkdir()
+    box = trimesh.creation.box(extents=[0.08, 0.08, 0.02])
+    box.unmerge_vertices()
+    uv = (box.vertices[:, :2] - box.vertices[:, :2].min(0)) / np.ptp(box.vertices[:, :2], 0)
+    image = np.zeros((8, 8, 3), np.uint8)
+    image[:4], image[4:] = (255, 0, 0), (0, 255, 0)  # top rows red, bottom rows green
+    box.visual = trimesh.visual.TextureVisuals(uv=uv, image=Image.fromarray(image))
+    box.export(tmp_path / f"meshes/cube.{ext}")
+    data = copy.deepcopy(BOX_TASK)
+    data["objects"]["cube"] = {"mesh": f"meshes/cube.{ext}", "mass": 0.1}
+    data["grid"] = {"x": [0.0], "y": [-0.1], "yaw_deg": [0.0]}
+    # a pinhole 0.5 m above the cube looking straight down; image up = world +y
+    rig = {"cameras": [{"name": "top", "mount": "world",
+                        "pose": [[1, 0, 0, 0], [0, -1, 0, -0.1], [0, 0, -1, 0.5], [0, 0, 0, 1]],
+                        "calibration": {"model": "pinhole", "K": [[400, 0, 64], [0, 400, 64],
+                                                                  [0, 0, 1]],
+                                        "width": 128, "height": 128}}]}
+    write(tmp_path / "rig.json", rig)
+    env = bench.sim.make_env(load_task_file(write(tmp_path / "t.json", data)), small_scene,
+                             cameras=str(tmp_path / "rig.json"), background="none")
+    obs, _ = env.reset(seed=0)
+    img = obs["top_rgb"].astype(int)
+    upper, lower = img[30:60, 50:78].mean((0, 1)), img[70:98, 50:78].mean((0, 1))
+    assert upper[0] > 200 > upper[1] and lower[1] > 200 > lower[0]  # +y (v = 1) is red
+    env.close()
