@@ -1,11 +1,13 @@
 """The shared simulator core: MuJoCo world + Gaussian background, Gymnasium envs, tasks, grasping.
 
 Importing this package registers the environments ``splatbench/Cup-v0``,
-``splatbench/Tape-v0`` and ``splatbench/Pen-v0`` with Gymnasium (MuJoCo and
-the renderer are imported only when an environment is made)::
+``splatbench/Tape-v0`` and ``splatbench/Pen-v0`` (the shipped task files) and
+``splatbench/Task-v0`` (any task file) with Gymnasium (MuJoCo and the renderer
+are imported only when an environment is made)::
 
     import gymnasium, bench.sim
     env = gymnasium.make("splatbench/Cup-v0", scene="scene_dir", obs_mode="state")
+    env = bench.sim.make_env("my_task.json", "scene_dir", robot="arm6", cameras="yubi-dual")
 
 Headless rendering: set ``MUJOCO_GL=egl`` (software GL works without a GPU).
 MuJoCo reads it once, when ``mujoco`` is first imported; importing this

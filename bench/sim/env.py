@@ -20,8 +20,10 @@ executes its first ``execute`` rows (YUBI: chunk 32, execute 16 for Cup and 8
 for Tape/Pen), stopping early on termination; the observation is rendered once
 per ``step`` (chunk rate). ``control="single"``: ``step`` takes one ``[7]`` row.
 
-Observation (``obs_mode="rgb"``): ``wrist_rgb`` uint8 ``[H, W, 3]`` (fisheye,
-Gaussian background composited with MuJoCo objects by depth) and ``proprio``
+Observation (``obs_mode="rgb"``): one ``<camera>_rgb`` uint8 ``[H, W, 3]`` per camera of
+the rig (default: ``wrist_rgb``, the wrist fisheye; ``cameras="yubi-dual"``:
+``wrist_left_rgb`` + ``wrist_right_rgb``; see :mod:`bench.sim.camera_rig`), each the
+Gaussian background composited with MuJoCo objects by depth, and ``proprio``
 float32 ``[8]`` = TCP position (3, m, world), TCP quaternion (4, w x y z),
 finger opening (1, m). ``obs_mode="state"`` renders nothing and returns
 ``proprio`` plus ``object_state`` float32 ``[15]`` (actor pose 7, receptacle
@@ -40,7 +42,8 @@ Info (privileged, for experts, progress scoring and records): ``condition``,
 ``initial_pose``, ``frame``, ``frames_executed``, ``success``, ``progress``,
 ``failure``, ``objects`` (pose and velocity per object), ``contacts`` (sorted
 body-label pairs), ``grasp`` (mode, attached object, measured and commanded
-opening), ``tcp_target``, ``target_clipped``, ``state`` (a
+opening), ``tcp_target``, ``target_clipped``, ``robot`` (an arm's IK counters:
+solves, unreachable, fallbacks, clipped targets; empty for the floating gripper), ``state`` (a
 :class:`~bench.sim.state.TaskState`) and ``frame_states``: one row per control
 frame executed by this call (``reset`` gives frame 0) - the state stream
 (ee pose, normalised gripper, object poses, ``success_now`` = the predicate in
