@@ -348,3 +348,46 @@ def test_texture_orientation_follows_the_uv_convention(small_scene, tmp_path, ex
     upper, lower = img[30:60, 50:78].mean((0, 1)), img[70:98, 50:78].mean((0, 1))
     assert upper[0] > 200 > upper[1] and lower[1] > 200 > lower[0]  # +y (v = 1) is red
     env.close()
+
+
+def test_pick_up_rule_succeeds_when_the_expert_lifts(small_scene, tmp_path):
+    data = copy.deepcopy(BOX_TASK)
+    data["success"] = {"rule": "pick_up", "params": {"lift_dz": 0.05}}
+    task = load_task_file(write(tmp_path / "lift.json", data))
+    env = bench.sim.make_env(task, small_scene, obs_mode="state")
+    _, info = run_expert(env, 2)
+    state = info["state"]
+    assert info["success"] and info["progress"] == 1.0
+    assert state.held("cube")  # still carried: success came from the lift, not a placement
+    assert state.objects["cube"].pos[2] >= 0.02 + 0.05
+    env.close()
+
+
+def test_push_to_target_is_in_the_table_frame(tmp_path):
+    from bench.sim.state import ObjectState, TaskState
+    from bench.sim.transforms import pose, yaw_mat
+
+    data = copy.deepcopy(BOX_TASK)
+    data["success"] = {"rule": "push_to", "params": {"target_xy": [0.1, 0.0],
+                                                      "tolerance": 0.02}}
+    task = load_task_file(write(tmp_path / "push.json", data))
+    # a table rotated 90 degrees and shifted: table (0.1, 0) is world (1.0, 0.6)
+    world_from_table = pose(yaw_mat(np.pi / 2), [1.0, 0.5, 0.0])
+    predicate = task.success_for(world_from_table)
+
+    def state(xy, speed=0.0, held=False):
+        cube = ObjectState(pos=np.array([*xy, 0.02]), quat=np.array([1.0, 0, 0, 0]),
+                           linvel=np.array([speed, 0, 0]))
+        plate = ObjectState(pos=np.array([0.0, 0.0, 0.006]), quat=np.array([1.0, 0, 0, 0]))
+        return TaskState({"cube": cube, "plate": plate}, frozenset(),
+                         "cube" if held else None, np.zeros(3), np.array([1.0, 0, 0, 0]), 0.1)
+
+    assert predicate(state([1.0, 0.61]))
+    assert not predicate(state([1.0, 0.63]))  # 3 cm off
+    assert not predicate(state([1.0, 0.6], speed=0.2))  # still moving
+    assert not predicate(state([1.0, 0.6], held=True))
+    assert not task.success(state([1.0, 0.6]))  # unbound: table frame == world
+    from bench.sim.progress import progress_spec
+
+    spec = progress_spec(task, world_from_table=world_from_table)
+    assert spec.name == "push_to(cube, [1, 0.6])"
