@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from bench.policies.base import POLICIES
-from bench.sim.objects import Cylinder, OpenBox, Pen
+from bench.sim.objects import OpenBox, Pen
 from bench.sim.state import TaskState
 from bench.sim.transforms import mat_to_rotvec, pose, top_down_mat, wrap_angle
 
@@ -151,8 +151,7 @@ class ScriptedExpert:
 
         Fingers opened wider inside a narrow box press on its walls and lift it.
         """
-        shape = self.task.actor.shape
-        width = 2 * shape.radius  # cylinders are grasped across, pens across their diameter
+        width = self.task.actor.grasp_width()  # across a cylinder / pen; a box's short side
         return min(self.max_opening, width + 0.03)
 
     def _at(self, xyz, yaw, goal_xyz, goal_yaw) -> bool:
@@ -208,9 +207,9 @@ class ScriptedExpert:
         shape, rec_shape = self.task.actor.shape, self.task.receptacle.shape
         if isinstance(rec_shape, OpenBox):
             support_z = rec.pos[2] + rec_shape.floor_top
-        else:
-            support_z = rec.pos[2] + rec_shape.height / 2
-        actor_half = shape.height / 2 if isinstance(shape, Cylinder) else shape.radius
+        else:  # plate, box or mesh receptacle: its top
+            support_z = rec.pos[2] + self.task.receptacle.top_height()
+        actor_half = self.task.actor.resting_height()
         actor_goal = np.array(
             [rec.pos[0], rec.pos[1], support_z + actor_half + cfg.release_clearance]
         )

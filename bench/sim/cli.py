@@ -32,7 +32,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "Headless rendering uses MUJOCO_GL=egl.",
     )
     p.add_argument("--scene", required=True, help="scene bundle directory (scene.json)")
-    p.add_argument("--task", default="cup", help="task: cup, tape or pen [default cup]")
+    p.add_argument("--task", default="cup",
+                   help="task: cup, tape, pen, a task file (.json/.toml) or the name of a task "
+                   "file in the scene bundle's tasks/ [default cup]")
+    p.add_argument("--robot", default="floating-gripper",
+                   help="embodiment: floating-gripper, arm6 (6-DoF arm, differential IK), a "
+                   "robot .json or an MJCF/URDF path [default floating-gripper]")
+    p.add_argument("--cameras", default="wrist",
+                   help="camera rig: wrist (wrist_rgb), yubi-dual (wrist_left_rgb + "
+                   "wrist_right_rgb) or a rig .json with calibrations [default wrist]")
     p.add_argument(
         "--policy",
         default="expert",
@@ -132,6 +140,9 @@ def _validate(args: argparse.Namespace) -> None:
         raise BenchError(f"--seed-start must be >= 0 (a grid index), got {args.seed_start}")
     if args.video and args.obs_mode != "rgb":
         raise BenchError("--video needs --obs-mode rgb (state mode renders nothing)")
+    if args.video and args.cameras != "wrist":
+        raise BenchError("--video records the wrist_rgb view; use --cameras wrist with --video "
+                         "(state streams work with every rig)")
     if args.video and args.video_format == "mp4":
         import importlib.util
 
@@ -175,9 +186,9 @@ def run_rollout(args: argparse.Namespace) -> int:
     from bench.provenance import staged_output_dir
     from bench.sim.tasks import get_task
 
-    task = get_task(args.task)
     POLICIES.entry(args.policy)  # "did you mean" before any heavy work
     scene_dir, scene = _load_scene(args.scene)
+    task = get_task(args.task, scene_root=scene_dir)
     env = _make_env(args, task, scene)
     try:
         policy = make_policy(args.policy, env, seed=args.policy_seed)
@@ -209,15 +220,22 @@ def _load_scene(scene: str):
     return scene_dir, load_scene(scene_dir)
 
 
-def _make_env(args: argparse.Namespace, task, scene):
-    import gymnasium
+def _is_shipped(task) -> bool:
+    """Whether ``task`` is a registered task (its registry id names it in manifests)."""
+    from bench.sim.tasks import TASKS
 
+    return task.name in TASKS and TASKS.get(task.name) is task
+
+
+def _make_env(args: argparse.Namespace, task, scene):
     import bench.sim
     from bench.sim.grasp import GraspConfig
 
-    return gymnasium.make(
-        bench.sim.ENV_IDS[task.name],
-        scene=scene,
+    return bench.sim.make_env(
+        task.name if _is_shipped(task) else task,
+        scene,
+        robot=args.robot,
+        cameras=args.cameras,
         obs_mode=args.obs_mode,
         background=args.background,
         fisheye_mode=args.fisheye_mode,
@@ -310,6 +328,8 @@ def _write_config_and_manifest(args, unwrapped, scene, scene_dir, tmp, outputs, 
         "execute": unwrapped.execute,
         "max_frames": unwrapped.max_frames,
         "robot": unwrapped.world.robot.name,
+        "cameras": [c.name for c in unwrapped.rig],
+        "instruction": unwrapped.task.instruction,
         "video": args.video,
         "save_states": args.save_states,
         "video_format": args.video_format if args.video else None,
@@ -322,6 +342,8 @@ def _write_config_and_manifest(args, unwrapped, scene, scene_dir, tmp, outputs, 
         **{k: v for k, v in outputs.items() if k.startswith("states/")},
     }
     inputs = {"scene.json": scene_dir / SCENE_FILE}
+    if not _is_shipped(unwrapped.task) and unwrapped.task.source:
+        inputs["task"] = unwrapped.task.source
     if (scene_dir / "background.ply").is_file():
         inputs["background.ply"] = scene_dir / "background.ply"
     manifest = make_manifest(

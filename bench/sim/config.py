@@ -45,6 +45,12 @@ class EnvConfig:
         max_delta_rot: Per-frame rotation-vector bound of an action, radians (clipped).
         min_table_gaussians: Fewest background Gaussians that must lie on the tabletop; fewer
             means the registration put the table out of view (0 disables the check).
+        robot: Embodiment: "floating-gripper" (default), "arm6" (the shipped 6-DoF arm with
+            differential IK), a robot JSON file or an MJCF/URDF path (see
+            :func:`bench.sim.robot.make_robot`).
+        cameras: Camera rig: "wrist" (one wrist fisheye, ``wrist_rgb``), "yubi-dual"
+            (``wrist_left_rgb`` + ``wrist_right_rgb``) or a rig JSON file
+            (:mod:`bench.sim.camera_rig`).
     """
 
     task: str = "cup"
@@ -68,6 +74,8 @@ class EnvConfig:
     max_delta_pos: float = 0.05
     max_delta_rot: float = 0.5
     min_table_gaussians: int = 50
+    robot: str = "floating-gripper"
+    cameras: str = "wrist"
 
     def __post_init__(self) -> None:
         checks = (
@@ -104,6 +112,10 @@ class EnvConfig:
             )
         if self.success_hold_frames < 1:
             raise ValueError("success_hold_frames must be >= 1")
+        if self.cameras not in ("wrist", "yubi-dual") and not str(self.cameras).endswith(".json"):
+            raise ValueError(
+                f"cameras={self.cameras!r} is neither 'wrist', 'yubi-dual' nor a rig .json file"
+            )
 
     @property
     def frame_seconds(self) -> float:

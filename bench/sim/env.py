@@ -20,8 +20,10 @@ executes its first ``execute`` rows (YUBI: chunk 32, execute 16 for Cup and 8
 for Tape/Pen), stopping early on termination; the observation is rendered once
 per ``step`` (chunk rate). ``control="single"``: ``step`` takes one ``[7]`` row.
 
-Observation (``obs_mode="rgb"``): ``wrist_rgb`` uint8 ``[H, W, 3]`` (fisheye,
-Gaussian background composited with MuJoCo objects by depth) and ``proprio``
+Observation (``obs_mode="rgb"``): one ``<camera>_rgb`` uint8 ``[H, W, 3]`` per camera of
+the rig (default: ``wrist_rgb``, the wrist fisheye; ``cameras="yubi-dual"``:
+``wrist_left_rgb`` + ``wrist_right_rgb``; see :mod:`bench.sim.camera_rig`), each the
+Gaussian background composited with MuJoCo objects by depth, and ``proprio``
 float32 ``[8]`` = TCP position (3, m, world), TCP quaternion (4, w x y z),
 finger opening (1, m). ``obs_mode="state"`` renders nothing and returns
 ``proprio`` plus ``object_state`` float32 ``[15]`` (actor pose 7, receptacle
@@ -40,7 +42,8 @@ Info (privileged, for experts, progress scoring and records): ``condition``,
 ``initial_pose``, ``frame``, ``frames_executed``, ``success``, ``progress``,
 ``failure``, ``objects`` (pose and velocity per object), ``contacts`` (sorted
 body-label pairs), ``grasp`` (mode, attached object, measured and commanded
-opening), ``tcp_target``, ``target_clipped``, ``state`` (a
+opening), ``tcp_target``, ``target_clipped``, ``robot`` (an arm's IK counters:
+solves, unreachable, fallbacks, clipped targets; empty for the floating gripper), ``state`` (a
 :class:`~bench.sim.state.TaskState`) and ``frame_states``: one row per control
 frame executed by this call (``reset`` gives frame 0) - the state stream
 (ee pose, normalised gripper, object poses, ``success_now`` = the predicate in
@@ -127,11 +130,14 @@ class SplatBenchEnv(gym.Env):
     """One task in one scene (see the module docstring for the full contract).
 
     Args:
-        task: Task name ("cup", "tape", "pen"); registered ids fix it.
+        task: Task name ("cup", "tape", "pen"), a task-file path (.json / .toml), the name of
+            a task file in the scene bundle (``tasks/NAME.json``), or a
+            :class:`~bench.sim.tasks.TaskSpec`; registered ids fix it.
         scene: Scene directory or :class:`~bench.scene.bundle.SceneBundle`.
         render_mode: None or "rgb_array" (``render()`` returns the exterior camera view).
         config: An :class:`EnvConfig`; keyword arguments override its fields.
-        robot: A :class:`~bench.sim.robot.Robot` (default: the floating gripper).
+        robot: A :class:`~bench.sim.robot.Robot` instance (default: built from
+            ``config.robot``, the floating gripper unless set).
         **overrides: Any :class:`EnvConfig` field, e.g. ``obs_mode="state"``.
     """
 
@@ -139,7 +145,7 @@ class SplatBenchEnv(gym.Env):
 
     def __init__(
         self,
-        task: str = "cup",
+        task: str | TaskSpec = "cup",
         scene: Any = None,
         *,
         render_mode: str | None = None,
@@ -151,17 +157,29 @@ class SplatBenchEnv(gym.Env):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
-        base = config or EnvConfig(task=task)
+        if isinstance(robot, str):  # a robot name / file is a config field
+            overrides["robot"], robot = robot, None
+        spec = task if isinstance(task, TaskSpec) else None
+        task_key = (spec.source or spec.name) if spec is not None else str(task)
+        base = config or EnvConfig(task=task_key)
         self.config = (
-            base.replace(task=task, **overrides) if (overrides or task != base.task) else base
+            base.replace(task=task_key, **overrides)
+            if (overrides or task_key != base.task)
+            else base
         )
-        self.task: TaskSpec = get_task(self.config.task)
         self.scene = resolve_scene(scene)
+        self.task: TaskSpec = spec or get_task(
+            self.config.task, scene_root=getattr(self.scene, "root", None)
+        )
         self.table = TableGeometry.from_scene_table(self.scene.table)
         if self.config.background == "gaussian" and self.config.min_table_gaussians > 0:
             check_table_registration(
                 self.scene, self.table, minimum=self.config.min_table_gaussians
             )
+        if robot is None:
+            from bench.sim.robot import make_robot
+
+            robot = make_robot(self.config.robot)
         self.world = World(
             self.task,
             self.table,
@@ -177,8 +195,14 @@ class SplatBenchEnv(gym.Env):
                 f"execute ({self.execute}) cannot exceed chunk_size ({self.chunk_size})"
             )
         self.action_space = self._make_action_space()
+        from bench.sim.camera_rig import make_rig
+
+        self.rig = make_rig(self.config, self.world.robot)
         self.observation_space = self._make_observation_space()
-        self._progress = make_progress_scorer(self.task, dt=self.config.frame_seconds)
+        self._success_fn = self.task.success_for(self.world.world_from_table)
+        self._progress = make_progress_scorer(
+            self.task, dt=self.config.frame_seconds, world_from_table=self.world.world_from_table
+        )
         self._renderer = None
         self._next_condition = 0
         self._state: TaskState | None = None
@@ -202,8 +226,9 @@ class SplatBenchEnv(gym.Env):
             "proprio": gym.spaces.Box(-np.inf, np.inf, shape=(PROPRIO_DIM,), dtype=np.float32)
         }
         if self.config.obs_mode == "rgb":
-            h, w = self.config.image_size
-            spaces["wrist_rgb"] = gym.spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
+            for camera in self.rig:
+                h, w = camera.intrinsics.height, camera.intrinsics.width
+                spaces[camera.key] = gym.spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
         else:
             spaces["object_state"] = gym.spaces.Box(-np.inf, np.inf, shape=(15,), dtype=np.float32)
         return gym.spaces.Dict(spaces)
@@ -265,6 +290,18 @@ class SplatBenchEnv(gym.Env):
         return wrist_camera_model(self.config).with_pose(
             self.world.robot.camera_pose(self.world.data)
         )
+
+    def cameras(self) -> dict:
+        """Every rig camera (``{name: Camera}``) at its current pose; no GL context needed."""
+        data = self.world.data
+        tcp = self.world.robot.tcp_pose(data)
+        body = self.world.robot.camera_pose(data)
+        return {c.name: c.intrinsics.with_pose(c.world_pose(tcp, body)) for c in self.rig}
+
+    def robot_stats(self) -> dict[str, int]:
+        """The robot's counters this episode (arms: IK solves, unreachable, fallbacks)."""
+        stats = getattr(self.world.robot, "stats", None)
+        return dict(stats()) if callable(stats) else {}
 
     @property
     def tcp_from_camera(self) -> np.ndarray:  # [4, 4]
@@ -335,7 +372,7 @@ class SplatBenchEnv(gym.Env):
         state = world.task_state(frame=self._frame)
         self._state = state
         self._failure = world.failure(state)
-        success_now = bool(self.task.success(state))
+        success_now = bool(self._success_fn(state))
         self._success_run = self._success_run + 1 if success_now else 0
         self._success = self._success_run >= self.config.success_hold_frames
         # the env's own success is authoritative for the scorer's terminal channel
@@ -370,7 +407,7 @@ class SplatBenchEnv(gym.Env):
     def _observation(self) -> dict[str, np.ndarray]:
         obs = {"proprio": self._proprio()}
         if self.config.obs_mode == "rgb":
-            obs["wrist_rgb"] = self._get_renderer().render_wrist()
+            obs.update(self._get_renderer().render_cameras())
         else:
             s = self._state
             parts = [
@@ -409,6 +446,7 @@ class SplatBenchEnv(gym.Env):
             },
             "tcp_target": self._target.copy(),
             "target_clipped": self._clipped,
+            "robot": self.robot_stats(),
             "state": s,
             "frame_states": list(self._frame_rows),
         }
@@ -417,5 +455,5 @@ class SplatBenchEnv(gym.Env):
         if self._renderer is None:
             from bench.sim.observation import ObservationRenderer
 
-            self._renderer = ObservationRenderer(self.world, self.scene, self.config)
+            self._renderer = ObservationRenderer(self.world, self.scene, self.config, rig=self.rig)
         return self._renderer

@@ -13,6 +13,13 @@ these passes: the reconstructed table is part of the background.
 MuJoCo runs headless through EGL (``MUJOCO_GL=egl``; software GL works without
 a GPU). Shadows and reflections are off (shadows cost ~20x in software GL).
 
+Several cameras (a :mod:`bench.sim.camera_rig` rig: dual wrist fisheyes,
+exterior views) are drawn per query by :meth:`ObservationRenderer.render_cameras`:
+one MuJoCo pass per camera, then every camera's background in one
+:func:`bench.render.render_batch` call (the splats are uploaded once), then the
+per-pixel depth composite per camera. The default single ``wrist`` camera keeps
+the original path (:meth:`ObservationRenderer.render_wrist`).
+
 Every ``render_*`` call adds its wall time to :attr:`ObservationRenderer.timings`
 (keys ``mujoco``, ``gaussians``, ``composite``) for the benchmark breakdown.
 """
@@ -140,6 +147,42 @@ class MujocoPinhole:
             background=(0.0, 0.0, 0.0),
         )
 
+    def render_calibrated(self, data: mujoco.MjData, camera: Camera) -> RenderOutput:
+        """Any pinhole ``camera`` (off-centre principal point, fx != fy).
+
+        MuJoCo draws a centred square-pixel pinhole on the same axis that covers the
+        calibrated view (focal length max(fx, fy), 2 px margin), resampled bilinearly on
+        premultiplied colour, alpha and alpha x depth (z-depth: same optical axis).
+        """
+        if camera.model != "pinhole":
+            raise ValueError("render_calibrated takes pinhole cameras; remap fisheyes")
+        if (math.isclose(camera.cx, camera.width / 2) and math.isclose(camera.cy, camera.height / 2)
+                and math.isclose(camera.fx, camera.fy)):
+            return self.render(data, camera)
+        from bench.render.fisheye import _bilinear
+
+        f = max(camera.fx, camera.fy)
+        half_w = f * max(camera.cx, camera.width - camera.cx) / camera.fx + 2
+        half_h = f * max(camera.cy, camera.height - camera.cy) / camera.fy + 2
+        cover_w, cover_h = 2 * math.ceil(half_w), 2 * math.ceil(half_h)
+        cover = Camera("pinhole", cover_w, cover_h, f, f, cover_w / 2, cover_h / 2,
+                       camera.world_from_camera, name=f"{camera.name}:cover")
+        out = self.render(data, cover)
+        cols, rows = np.meshgrid(np.arange(camera.width) + 0.5, np.arange(camera.height) + 0.5)
+        u = (cols.ravel() - camera.cx) * f / camera.fx + cover.cx
+        v = (rows.ravel() - camera.cy) * f / camera.fy + cover.cy
+        a = out.alpha.astype(np.float64)
+        premult_depth = np.where(a > 0, np.where(np.isfinite(out.depth), out.depth, 0.0) * a, 0.0)
+        stacked = np.concatenate([out.rgb, a[..., None], premult_depth[..., None]], axis=-1)
+        sampled = _bilinear(stacked, u, v).reshape(camera.height, camera.width, 5)
+        alpha = sampled[..., 3]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            depth = np.where(alpha > 0, sampled[..., 4] / alpha, np.inf)
+        shape = (camera.height, camera.width)
+        return RenderOutput(sampled[..., :3].astype(np.float32), depth.astype(np.float32),
+                            alpha.astype(np.float32), np.ones(shape, bool),
+                            background=(0.0, 0.0, 0.0))
+
     def render_backend(self, data: mujoco.MjData):
         """This renderer as a ``bench.render`` pinhole backend for ``render_cubemap``.
 
@@ -214,16 +257,31 @@ class ObservationRenderer:
         config: Environment config (image sizes, fisheye field of view and mode, backend).
     """
 
-    def __init__(self, world: World, scene: Any, config: EnvConfig) -> None:
+    def __init__(self, world: World, scene: Any, config: EnvConfig, *, rig=None) -> None:
         self.world, self.scene, self.config = world, scene, config
         self.wrist = wrist_camera_model(config)
         from bench.render.fisheye import CUBE_MARGIN_PX, default_face_px
 
+        if rig is None:
+            from bench.sim.camera_rig import make_rig
+
+            rig = make_rig(config, world.robot)
+        self.rig = list(rig)
         self.face_px = int(config.cube_face_px or default_face_px(self.wrist))
+        self._face_px = {
+            c.name: int(config.cube_face_px or default_face_px(c.intrinsics))
+            for c in self.rig
+            if c.intrinsics.model == "fisheye"
+        }
         eh, ew = config.exterior_size
         table = world.table
         centre = np.array([*table.center, table.height])
         front = world.world_from_table[:3, :3] @ np.array([0.0, -0.9, 0.55])
+        base = getattr(world.robot, "world_from_base", None)
+        if base is not None:  # an arm: look from the side of the table away from its base
+            away = centre[:2] - base[:2, 3]
+            away = away / max(float(np.linalg.norm(away)), 1e-9)
+            front = np.array([0.9 * away[0], 0.9 * away[1], 0.55])
         self.exterior = Camera.pinhole_from_fov(
             ew,
             eh,
@@ -231,8 +289,12 @@ class ObservationRenderer:
             world_from_camera=look_at(centre + front, centre + [0, 0, 0.05]),
             name="exterior",
         )
-        side = self.face_px + 2 * CUBE_MARGIN_PX
-        self.mujoco = MujocoPinhole(world.model, (max(side, eh), max(side, ew)))
+        side = max([self.face_px, *self._face_px.values()]) + 2 * CUBE_MARGIN_PX
+        pinholes = [c.intrinsics for c in self.rig if c.intrinsics.model == "pinhole"]
+        # a calibrated pinhole is drawn through a centred cover view up to ~2x its size
+        pin_h = max([2 * c.height + 8 for c in pinholes], default=0)
+        pin_w = max([2 * c.width + 8 for c in pinholes], default=0)
+        self.mujoco = MujocoPinhole(world.model, (max(side, eh, pin_h), max(side, ew, pin_w)))
         self.use_gaussians = config.background == "gaussian"
         self.timings: dict[str, float] = defaultdict(float)
 
@@ -278,6 +340,68 @@ class ObservationRenderer:
         )
         self.timings["mujoco"] += time.perf_counter() - start
         return self._compose(camera, mesh)
+
+    def rig_cameras(self) -> list[Camera]:
+        """Every rig camera at its current pose."""
+        robot, data = self.world.robot, self.world.data
+        tcp, body = robot.tcp_pose(data), robot.camera_pose(data)
+        return [c.intrinsics.with_pose(c.world_pose(tcp, body)) for c in self.rig]
+
+    def _mesh_pass(self, camera: Camera, *, wrist: bool) -> RenderOutput:
+        from bench.render.fisheye import render_cubemap
+
+        start = time.perf_counter()
+        # the reconstruction shows the real table; without a background the exterior shows it
+        self.mujoco.show_table(not self.use_gaussians and not wrist)
+        if camera.model == "fisheye":
+            mesh = render_cubemap(self.mujoco.render_backend(self.world.data), None, camera,
+                                  face_px=self._face_px[camera.name])
+        else:
+            mesh = self.mujoco.render_calibrated(self.world.data, camera)
+        self.timings["mujoco"] += time.perf_counter() - start
+        return mesh
+
+    def render_cameras(self) -> dict[str, np.ndarray]:  # -> {"<name>_rgb": [H, W, 3] uint8}
+        """Every rig camera's observation; the backgrounds of all cameras in one batch."""
+        if len(self.rig) == 1 and self.rig[0].pose is None:  # the default wrist camera
+            return {self.rig[0].key: self.render_wrist()}
+        cameras = self.rig_cameras()
+        meshes = [self._mesh_pass(cam, wrist=rc.mount == "wrist")
+                  for cam, rc in zip(cameras, self.rig, strict=True)]
+        layers = [mesh_layers(mesh) for mesh in meshes]
+        if not self.use_gaussians:
+            return {rc.key: to_uint8(np.where(np.isfinite(depth)[..., None], rgb, 0.0))
+                    for rc, (rgb, depth) in zip(self.rig, layers, strict=True)}
+        backgrounds = self._gaussians_batch(cameras)
+        from bench.render import composite
+
+        start = time.perf_counter()
+        out = {rc.key: to_uint8(composite(gs, rgb, depth))
+               for rc, gs, (rgb, depth) in zip(self.rig, backgrounds, layers, strict=True)}
+        self.timings["composite"] += time.perf_counter() - start
+        return out
+
+    def _gaussians_batch(self, cameras: list[Camera]) -> list[RenderOutput]:
+        """Backgrounds of several cameras: one ``render_batch`` per cube-face size."""
+        from bench.render import render_batch
+
+        start = time.perf_counter()
+        groups: dict[int | None, list[int]] = {}
+        for index, cam in enumerate(cameras):
+            groups.setdefault(self._face_px.get(cam.name), []).append(index)
+        outputs: list[RenderOutput | None] = [None] * len(cameras)
+        for face_px, indices in groups.items():
+            rendered = render_batch(
+                self.scene.background,
+                [cameras[i] for i in indices],
+                backend=self.config.render_backend,
+                fisheye_mode=self.config.fisheye_mode,
+                cubemap_face_px=face_px,
+            )
+            for i, out in zip(indices, rendered, strict=True):
+                outputs[i] = out
+        self.timings["gaussians"] += time.perf_counter() - start
+        return outputs
 
     def render_exterior(self) -> np.ndarray:  # -> [H, W, 3] uint8
         """A fixed pinhole view of the table from the front (debugging, videos)."""

@@ -1,59 +1,62 @@
 """Bridge from simulator state to ``protocols.progress`` (RobotArena-inf stage-wise progress).
 
-Each task maps to the ``place_in`` archetype with geometry taken from the task's
-objects. For Cup the receptacle is a flat plate, so its "rim" is a virtual one
-1 cm above the plate top: the cup counts as placed when its underside is within
-that centimetre over the plate.
+Each task names its archetype (``place_in``, ``pick_up`` or ``push_to``) in its
+task file; the archetype's geometry comes from the task's objects unless the
+file's ``success.params`` set it. For a flat receptacle (the Cup task's plate)
+the "rim" is a virtual one 1 cm above its top: the actor counts as placed when
+its underside is within that centimetre over the plate.
 """
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
-from bench.sim.objects import Cylinder, OpenBox, Pen
 from bench.sim.state import TaskState
+from bench.sim.taskfile import PLATE_VIRTUAL_RIM, place_in_geometry
 from bench.sim.tasks import TaskSpec
 
-PLATE_VIRTUAL_RIM = 0.01  # m above the plate top
+__all__ = ["PLATE_VIRTUAL_RIM", "make_progress_scorer", "progress_spec", "step_state"]
 
 
-def progress_spec(task: TaskSpec):
-    """The ``protocols.progress.TaskSpec`` of a simulator task."""
-    from protocols.progress import place_in
+def _keywords(factory, params: dict) -> dict:
+    accepted = inspect.signature(factory).parameters
+    return {k: v for k, v in params.items() if k in accepted}
+
+
+def progress_spec(task: TaskSpec, *, world_from_table: np.ndarray | None = None):
+    """The ``protocols.progress.TaskSpec`` of a simulator task.
+
+    Args:
+        task: The simulator task.
+        world_from_table: [4, 4] table placement (push_to targets are given in the table
+            frame; default: the identity).
+    """
+    from protocols.progress import pick_up, place_in, push_to
 
     actor, receptacle = task.actor, task.receptacle
-    if isinstance(actor.shape, Cylinder):
-        half_height = actor.shape.height / 2
-    elif isinstance(actor.shape, Pen):
-        half_height = actor.shape.radius
-    else:  # pragma: no cover - no task moves a box
-        raise ValueError(f"no progress geometry for actor shape {type(actor.shape).__name__}")
-    if isinstance(receptacle.shape, OpenBox):
-        rim = receptacle.shape.rim_height
-        mouth = min(receptacle.shape.inner) / 2
-        below = 0.01
-    else:
-        rim = receptacle.shape.height / 2 + PLATE_VIRTUAL_RIM
-        mouth = receptacle.shape.radius - 0.5 * actor.footprint_radius()
-        below = 0.005
-    return place_in(
-        actor.name,
-        receptacle.name,
-        mouth_radius=mouth,
-        rim_height=rim,
-        actor_half_height=half_height,
-        below_rim=below,
-        rest_speed=0.02,
-    )
+    params = dict(task.rule_params)
+    if task.rule == "pick_up":
+        return pick_up(actor.name, **_keywords(pick_up, params))
+    if task.rule == "push_to":
+        target = np.asarray(params.pop("target_xy", task.receptacle_xy), np.float64)
+        table = np.eye(4) if world_from_table is None else world_from_table
+        world = table @ np.array([target[0], target[1], 0.0, 1.0])
+        return push_to(actor.name, world[:2], **_keywords(push_to, params))
+    geometry = place_in_geometry(actor, receptacle)
+    geometry["actor_half_height"] = actor.resting_height()
+    geometry.update(_keywords(place_in, params))
+    return place_in(actor.name, receptacle.name, **geometry)
 
 
-def make_progress_scorer(task: TaskSpec, *, dt: float):
+def make_progress_scorer(task: TaskSpec, *, dt: float, world_from_table: np.ndarray | None = None):
     """An online ``protocols.progress.ProgressScorer`` for ``task``, or None if unavailable."""
     try:
         from protocols.progress import ProgressScorer
     except ImportError:  # protocols not installed in this checkout: reward stays 0
         return None
-    return ProgressScorer(progress_spec(task), dt=dt)
+    return ProgressScorer(progress_spec(task, world_from_table=world_from_table), dt=dt)
 
 
 def step_state(state: TaskState, *, max_opening: float):

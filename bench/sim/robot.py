@@ -100,6 +100,98 @@ class GripperConfig:
     pad_friction: float = 1.5
 
 
+def add_parallel_jaw(spec: mujoco.MjSpec, hand: mujoco.MjsBody, cfg: GripperConfig) -> None:
+    """The bench's parallel jaw on ``hand`` (whose frame is the TCP).
+
+    Palm, camera mount and wrist-camera body, the ``tcp`` site, two sliding fingers
+    with pads, the finger coupling.
+
+    Used by the floating gripper and by arms that take the bench's jaw.
+    """
+    palm_z = -(cfg.finger_length - cfg.tip_beyond_tcp) - 0.015
+    half_width = cfg.max_opening / 2 + 0.02
+    hand.add_geom(
+        name="palm",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[half_width, 0.022, 0.015],
+        pos=[0, 0, palm_z],
+        mass=cfg.hand_mass,
+        group=ROBOT_GROUP,
+        rgba=[0.25, 0.25, 0.28, 1],
+    )
+    cam_x, cam_y, cam_z = cfg.camera_offset
+    # Camera mount: a short arm from the palm to just behind the lens (never in front of it).
+    hand.add_geom(
+        name="camera_mount",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[0.015, abs(cam_y) / 2, 0.01],
+        pos=[cam_x, cam_y / 2, cam_z - 0.012],
+        contype=0,
+        conaffinity=0,
+        density=0,
+        group=ROBOT_GROUP,
+        rgba=[0.2, 0.2, 0.22, 1],
+    )
+    pitch = np.deg2rad(cfg.camera_pitch_deg)
+    cam_rot = np.array(
+        [[1, 0, 0], [0, np.cos(pitch), -np.sin(pitch)], [0, np.sin(pitch), np.cos(pitch)]]
+    )
+    hand.add_body(name=CAMERA_BODY, pos=[cam_x, cam_y, cam_z], quat=list(mat_to_quat(cam_rot)))
+    hand.add_site(name="tcp", pos=[0, 0, 0], size=[0.004, 0, 0], group=5)
+    finger_z = cfg.tip_beyond_tcp - cfg.finger_length / 2
+    for side, sign in (("left", -1.0), ("right", 1.0)):
+        finger = hand.add_body(name=f"{side}_finger", gravcomp=1.0)
+        finger.add_joint(
+            name=f"{side}_finger_joint",
+            type=mujoco.mjtJoint.mjJNT_SLIDE,
+            axis=[sign, 0, 0],
+            range=[0, cfg.max_opening / 2],
+            damping=8.0,
+            armature=0.01,
+        )
+        finger.add_geom(
+            name=f"{side}_finger",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[0.005, 0.012, cfg.finger_length / 2],
+            pos=[sign * 0.009, 0, finger_z],
+            mass=0.05,
+            group=ROBOT_GROUP,
+            rgba=[0.3, 0.3, 0.33, 1],
+        )
+        pad = finger.add_geom(
+            name=f"{side}_pad",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[0.002, 0.011, 0.018],
+            pos=[sign * 0.002, 0, cfg.tip_beyond_tcp - 0.018],
+            mass=0.005,
+            group=ROBOT_GROUP,
+            rgba=[0.85, 0.45, 0.1, 1],
+            friction=[cfg.pad_friction, 0.005, 0.0001],
+        )
+        pad.condim = 4
+    spec.add_exclude(bodyname1="left_finger", bodyname2="right_finger")
+    eq = spec.add_equality(
+        name="finger_coupling",
+        type=mujoco.mjtEq.mjEQ_JOINT,
+        name1="right_finger_joint",
+        name2="left_finger_joint",
+        objtype=mujoco.mjtObj.mjOBJ_JOINT,
+    )
+    eq.data[:5] = [0, 1, 0, 0, 0]
+
+
+def add_jaw_actuator(spec: mujoco.MjSpec, cfg: GripperConfig) -> None:
+    """The position servo on the left finger's half opening (the right one is coupled)."""
+    actuator = spec.add_actuator(
+        name="fingers", target="left_finger_joint", trntype=mujoco.mjtTrn.mjTRN_JOINT
+    )
+    actuator.set_to_position(kp=cfg.finger_kp)
+    actuator.ctrlrange = [0, cfg.max_opening / 2]
+    actuator.ctrllimited = True
+    actuator.forcerange = [-cfg.finger_force, cfg.finger_force]
+    actuator.forcelimited = True
+
+
 class FloatingGripper:
     """A free-floating parallel-jaw gripper driven through a mocap weld.
 
@@ -123,76 +215,7 @@ class FloatingGripper:
         spec.worldbody.add_body(name="tcp_target", mocap=True, pos=home_pos, quat=home_quat)
         hand = spec.worldbody.add_body(name=HAND_BODY, pos=home_pos, quat=home_quat, gravcomp=1.0)
         hand.add_freejoint(name="hand_free")
-        palm_z = -(cfg.finger_length - cfg.tip_beyond_tcp) - 0.015
-        half_width = cfg.max_opening / 2 + 0.02
-        hand.add_geom(
-            name="palm",
-            type=mujoco.mjtGeom.mjGEOM_BOX,
-            size=[half_width, 0.022, 0.015],
-            pos=[0, 0, palm_z],
-            mass=cfg.hand_mass,
-            group=ROBOT_GROUP,
-            rgba=[0.25, 0.25, 0.28, 1],
-        )
-        cam_x, cam_y, cam_z = cfg.camera_offset
-        # Camera mount: a short arm from the palm to just behind the lens (never in front of it).
-        hand.add_geom(
-            name="camera_mount",
-            type=mujoco.mjtGeom.mjGEOM_BOX,
-            size=[0.015, abs(cam_y) / 2, 0.01],
-            pos=[cam_x, cam_y / 2, cam_z - 0.012],
-            contype=0,
-            conaffinity=0,
-            density=0,
-            group=ROBOT_GROUP,
-            rgba=[0.2, 0.2, 0.22, 1],
-        )
-        pitch = np.deg2rad(cfg.camera_pitch_deg)
-        cam_rot = np.array(
-            [[1, 0, 0], [0, np.cos(pitch), -np.sin(pitch)], [0, np.sin(pitch), np.cos(pitch)]]
-        )
-        hand.add_body(name=CAMERA_BODY, pos=[cam_x, cam_y, cam_z], quat=list(mat_to_quat(cam_rot)))
-        hand.add_site(name="tcp", pos=[0, 0, 0], size=[0.004, 0, 0], group=5)
-        finger_z = cfg.tip_beyond_tcp - cfg.finger_length / 2
-        for side, sign in (("left", -1.0), ("right", 1.0)):
-            finger = hand.add_body(name=f"{side}_finger", gravcomp=1.0)
-            finger.add_joint(
-                name=f"{side}_finger_joint",
-                type=mujoco.mjtJoint.mjJNT_SLIDE,
-                axis=[sign, 0, 0],
-                range=[0, cfg.max_opening / 2],
-                damping=8.0,
-                armature=0.01,
-            )
-            finger.add_geom(
-                name=f"{side}_finger",
-                type=mujoco.mjtGeom.mjGEOM_BOX,
-                size=[0.005, 0.012, cfg.finger_length / 2],
-                pos=[sign * 0.009, 0, finger_z],
-                mass=0.05,
-                group=ROBOT_GROUP,
-                rgba=[0.3, 0.3, 0.33, 1],
-            )
-            pad = finger.add_geom(
-                name=f"{side}_pad",
-                type=mujoco.mjtGeom.mjGEOM_BOX,
-                size=[0.002, 0.011, 0.018],
-                pos=[sign * 0.002, 0, cfg.tip_beyond_tcp - 0.018],
-                mass=0.005,
-                group=ROBOT_GROUP,
-                rgba=[0.85, 0.45, 0.1, 1],
-                friction=[cfg.pad_friction, 0.005, 0.0001],
-            )
-            pad.condim = 4
-        spec.add_exclude(bodyname1="left_finger", bodyname2="right_finger")
-        eq = spec.add_equality(
-            name="finger_coupling",
-            type=mujoco.mjtEq.mjEQ_JOINT,
-            name1="right_finger_joint",
-            name2="left_finger_joint",
-            objtype=mujoco.mjtObj.mjOBJ_JOINT,
-        )
-        eq.data[:5] = [0, 1, 0, 0, 0]
+        add_parallel_jaw(spec, hand, cfg)
         spec.add_equality(
             name="mocap_weld",
             type=mujoco.mjtEq.mjEQ_WELD,
@@ -202,14 +225,7 @@ class FloatingGripper:
             solimp=[0.99, 0.999, 0.001, 0.5, 2.0],
             objtype=mujoco.mjtObj.mjOBJ_BODY,
         )
-        actuator = spec.add_actuator(
-            name="fingers", target="left_finger_joint", trntype=mujoco.mjtTrn.mjTRN_JOINT
-        )
-        actuator.set_to_position(kp=cfg.finger_kp)
-        actuator.ctrlrange = [0, cfg.max_opening / 2]
-        actuator.ctrllimited = True
-        actuator.forcerange = [-cfg.finger_force, cfg.finger_force]
-        actuator.forcelimited = True
+        add_jaw_actuator(spec, cfg)
 
     def bind(self, model: mujoco.MjModel) -> None:
         body = mujoco.mjtObj.mjOBJ_BODY
@@ -266,9 +282,41 @@ class FloatingGripper:
         return pose(data.xmat[cam].reshape(3, 3), data.xpos[cam])
 
 
-ROBOTS: Registry[type] = Registry("robot")
+def _arm6(**kwargs) -> Robot:
+    from bench.sim.arm import ArmConfig, ArmRobot
+
+    return ArmRobot(ArmConfig(**kwargs))
+
+
+ROBOTS: Registry = Registry("robot")
 ROBOTS.register(
     "floating-gripper",
     FloatingGripper,
+    kind="floating",
     description="free 6-DoF parallel-jaw gripper on a mocap weld, wrist fisheye camera",
 )
+ROBOTS.register(
+    "arm6",
+    _arm6,
+    kind="arm",
+    description="the bench's 6-DoF MJCF arm + parallel jaw, differential IK (mink)",
+)
+
+
+def make_robot(name: str) -> Robot:
+    """A robot by registry name ("floating-gripper", "arm6"), robot JSON file or MJCF/URDF path.
+
+    A ``.json`` file holds :class:`bench.sim.arm.ArmConfig` fields (``model`` relative to
+    it); an ``.xml`` / ``.urdf`` path is an arm with the default config (``ee_body``
+    "flange" must exist: use a robot file to name another end-effector body).
+    """
+    lowered = str(name).lower()
+    if lowered.endswith(".json"):
+        from bench.sim.arm import ArmRobot, load_robot_file
+
+        return ArmRobot(load_robot_file(name))
+    if lowered.endswith((".xml", ".mjcf", ".urdf")):
+        from bench.sim.arm import ArmConfig, ArmRobot
+
+        return ArmRobot(ArmConfig(model=str(name)))
+    return ROBOTS.get(name)()

@@ -41,42 +41,73 @@ def inside_box_footprint(box: ObjectState, shape: OpenBox, points: np.ndarray) -
     return bool(np.all(np.abs(local[:, :2]) <= half))
 
 
+def placed_on(
+    state: TaskState,
+    *,
+    actor: str,
+    receptacle: str,
+    support_radius: float,
+    actor_radius: float,
+    max_speed: float = MAX_SPEED,
+    max_tilt_deg: float = MAX_TILT_DEG,
+) -> bool:
+    """Actor upright, released, at rest, on a flat receptacle (not the table), centred on it.
+
+    Centred: the actor centre within ``support_radius - actor_radius / 2`` of the receptacle
+    axis. The receptacle must rest on the table.
+    """
+    actor_state, support = state.objects[actor], state.objects[receptacle]
+    if not _released_and_still(state, actor, max_speed):
+        return False
+    upright = float(actor_state.rotation[2, 2]) >= np.cos(np.deg2rad(max_tilt_deg))
+    local = support.to_local(actor_state.pos)[0]
+    centred = float(np.hypot(local[0], local[1])) <= support_radius - 0.5 * actor_radius
+    return bool(
+        upright
+        and centred
+        and state.touching(actor, receptacle)
+        and not state.touching(actor, "table")
+        and state.touching(receptacle, "table")
+    )
+
+
 def cup_on_plate(
     state: TaskState,
     *,
     cup: Cylinder,
     plate: Cylinder,
+    actor: str = "cup",
+    receptacle: str = "plate",
     max_speed: float = MAX_SPEED,
     max_tilt_deg: float = MAX_TILT_DEG,
 ) -> bool:
     """Cup upright, released, at rest, on the plate (not the table), centre over the plate."""
-    cup_state, plate_state = state.objects["cup"], state.objects["plate"]
-    if not _released_and_still(state, "cup", max_speed):
-        return False
-    upright = float(cup_state.rotation[2, 2]) >= np.cos(np.deg2rad(max_tilt_deg))
-    local = plate_state.to_local(cup_state.pos)[0]
-    centred = float(np.hypot(local[0], local[1])) <= plate.radius - 0.5 * cup.radius
-    return bool(
-        upright
-        and centred
-        and state.touching("cup", "plate")
-        and not state.touching("cup", "table")
-        and state.touching("plate", "table")
-    )
+    return placed_on(state, actor=actor, receptacle=receptacle, support_radius=plate.radius,
+                     actor_radius=cup.radius, max_speed=max_speed, max_tilt_deg=max_tilt_deg)
+
+
+def _rim_z(box_state: ObjectState, box: OpenBox) -> float:
+    return float(box_state.to_world(np.array([0.0, 0.0, box.rim_height]))[0, 2])
 
 
 def tape_in_box(
-    state: TaskState, *, tape: Cylinder, box: OpenBox, max_speed: float = MAX_SPEED
+    state: TaskState,
+    *,
+    tape: Cylinder,
+    box: OpenBox,
+    actor: str = "tape",
+    receptacle: str = "box",
+    max_speed: float = MAX_SPEED,
 ) -> bool:
     """Tape centre inside the box's inner footprint, its top below the rim, released, at rest."""
-    tape_state, box_state = state.objects["tape"], state.objects["box"]
-    if not _released_and_still(state, "tape", max_speed):
+    tape_state, box_state = state.objects[actor], state.objects[receptacle]
+    if not _released_and_still(state, actor, max_speed):
         return False
-    rim_z = float(box_state.to_world(np.array([0.0, 0.0, box.rim_height]))[0, 2])
+    rim_z = _rim_z(box_state, box)
     return bool(
         inside_box_footprint(box_state, box, tape_state.pos)
         and cylinder_top_z(tape_state, tape) <= rim_z
-        and state.touching("box", "table")
+        and state.touching(receptacle, "table")
     )
 
 
@@ -86,15 +117,102 @@ def pen_endpoints(obj: ObjectState, pen: Pen) -> np.ndarray:  # -> [2, 3]
     return obj.to_world(np.array([[-half, 0.0, 0.0], [half, 0.0, 0.0]]))
 
 
-def pen_in_box(state: TaskState, *, pen: Pen, box: OpenBox, max_speed: float = MAX_SPEED) -> bool:
+def points_in_box(
+    state: TaskState,
+    *,
+    points: np.ndarray,  # [P, 3] actor frame
+    box: OpenBox,
+    actor: str,
+    receptacle: str,
+    max_speed: float = MAX_SPEED,
+) -> bool:
+    """Every actor key point inside the box's inner footprint and below its rim; released, still.
+
+    Key points: pen tips; box corners; a mesh's collision vertices.
+    """
+    actor_state, box_state = state.objects[actor], state.objects[receptacle]
+    if not _released_and_still(state, actor, max_speed):
+        return False
+    world = actor_state.to_world(points)
+    return bool(
+        inside_box_footprint(box_state, box, world)
+        and float(world[:, 2].max()) <= _rim_z(box_state, box)
+        and state.touching(receptacle, "table")
+    )
+
+
+def pen_in_box(
+    state: TaskState,
+    *,
+    pen: Pen,
+    box: OpenBox,
+    actor: str = "pen",
+    receptacle: str = "pen_box",
+    max_speed: float = MAX_SPEED,
+) -> bool:
     """Both pen tips inside the box's inner footprint and below the rim, released, at rest."""
-    pen_state, box_state = state.objects["pen"], state.objects["pen_box"]
-    if not _released_and_still(state, "pen", max_speed):
+    pen_state, box_state = state.objects[actor], state.objects[receptacle]
+    if not _released_and_still(state, actor, max_speed):
         return False
     tips = pen_endpoints(pen_state, pen)
-    rim_z = float(box_state.to_world(np.array([0.0, 0.0, box.rim_height]))[0, 2])
+    rim_z = _rim_z(box_state, box)
     return bool(
         inside_box_footprint(box_state, box, tips)
         and float(tips[:, 2].max()) <= rim_z
-        and state.touching("pen_box", "table")
+        and state.touching(receptacle, "table")
     )
+
+
+def in_receptacle(
+    state: TaskState,
+    *,
+    actor: str,
+    receptacle: str,
+    mouth_radius: float,
+    rim_height: float,
+    actor_bottom: float,
+    below_rim: float = 0.005,
+    max_speed: float = MAX_SPEED,
+) -> bool:
+    """Actor inside a receptacle of any shape (a mesh bowl).
+
+    Centre within ``mouth_radius`` of its axis, underside at least ``below_rim`` below
+    the rim, released, at rest, and the receptacle on the table.
+    """
+    actor_state, rec = state.objects[actor], state.objects[receptacle]
+    if not _released_and_still(state, actor, max_speed):
+        return False
+    local = rec.to_local(actor_state.pos)[0]
+    underside = float(actor_state.pos[2]) - actor_bottom
+    rim_z = float(rec.to_world(np.array([0.0, 0.0, rim_height]))[0, 2])
+    return bool(
+        float(np.hypot(local[0], local[1])) <= mouth_radius
+        and underside <= rim_z - below_rim
+        and state.touching(receptacle, "table")
+    )
+
+
+def lifted(
+    state: TaskState, *, actor: str, rest_z: float, lift_dz: float
+) -> bool:
+    """Actor held (welded or pinched) with its origin ``lift_dz`` above its resting height.
+
+    ``rest_z`` is the origin's height above the table when it rests (``resting_height``).
+    """
+    z = float(state.objects[actor].pos[2]) - state.table_height
+    return bool(state.held(actor) and z >= rest_z + lift_dz)
+
+
+def pushed_to(
+    state: TaskState,
+    *,
+    actor: str,
+    target_xy: np.ndarray,  # [2] world frame
+    tolerance: float,
+    max_speed: float = MAX_SPEED,
+) -> bool:
+    """Actor centre within ``tolerance`` of a world (x, y) target, released, at rest."""
+    if not _released_and_still(state, actor, max_speed):
+        return False
+    offset = state.objects[actor].pos[:2] - np.asarray(target_xy, np.float64)
+    return bool(float(np.hypot(offset[0], offset[1])) <= tolerance)

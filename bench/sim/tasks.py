@@ -1,4 +1,9 @@
-"""Task definitions (Cup, Tape, Pen) and the fixed grid of initial conditions.
+"""Task definitions and the fixed grid of initial conditions; Cup, Tape and Pen ship as task files.
+
+Tasks are data: :mod:`bench.sim.taskfile` reads ``splatbench-task/1`` files
+(JSON or TOML) into :class:`TaskSpec`; the registry :data:`TASKS` holds the
+shipped files in ``bench/sim/task_files/`` (``cup.json``, ``tape.json``,
+``pen.json``). :func:`get_task` also takes a task-file path.
 
 A task names an *actor* (the object the robot moves) and a *receptacle*, places
 the receptacle at a fixed pose in the table frame, and draws the actor's
@@ -13,16 +18,18 @@ spec, radians internally.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from bench.registry import Registry
-from bench.sim import success
-from bench.sim.objects import Cylinder, ObjectSpec, OpenBox, Pen
+from bench.sim.objects import ObjectSpec
 from bench.sim.state import TaskState
+
+TASK_FILES = Path(__file__).with_name("task_files")
 
 
 @dataclass(frozen=True)
@@ -33,28 +40,38 @@ class InitGrid:
     of ``len(xs) * len(ys)`` conditions shifts the yaw index by one (a Latin
     arrangement), so the first block already covers every position and every yaw.
     Conditions ``i >= size`` are drawn uniformly from the grid's bounding box
-    with ``numpy.random.default_rng(i)`` (still a pure function of ``i``).
+    with ``numpy.random.default_rng(i)`` (``seed`` 0) or ``default_rng([seed, i])``
+    (still a pure function of ``i``).
 
     Attributes:
         xs: Actor x positions, metres (table frame).
         ys: Actor y positions, metres (table frame).
         yaws_deg: Actor yaws, degrees.
+        count: Fixed grid conditions (<= the product of the axis lengths; None = all).
+        seed: Seed of the draws beyond the grid.
     """
 
     xs: tuple[float, ...]
     ys: tuple[float, ...]
     yaws_deg: tuple[float, ...]
+    count: int | None = None
+    seed: int = 0
 
     @property
     def size(self) -> int:
-        return len(self.xs) * len(self.ys) * len(self.yaws_deg)
+        full = len(self.xs) * len(self.ys) * len(self.yaws_deg)
+        return full if self.count is None else min(int(self.count), full)
+
+    def conditions(self, count: int | None = None) -> np.ndarray:  # -> [count, 3] x, y, yaw_rad
+        """The first ``count`` conditions (default: the whole grid) as rows."""
+        return np.array([self.condition(i) for i in range(self.size if count is None else count)])
 
     def condition(self, index: int) -> tuple[float, float, float]:
         """(x, y, yaw_rad) of condition ``index`` (any integer >= 0)."""
         if index < 0:
             raise ValueError(f"initial condition index must be >= 0, got {index}")
         if index >= self.size:
-            rng = np.random.default_rng(index)
+            rng = np.random.default_rng(index if self.seed == 0 else [self.seed, index])
             x = rng.uniform(min(self.xs), max(self.xs))
             y = rng.uniform(min(self.ys), max(self.ys))
             yaw = rng.uniform(min(self.yaws_deg), max(self.yaws_deg))
@@ -83,7 +100,12 @@ class TaskSpec:
         chunk_size: Actions a policy returns per query (YUBI: 32).
         execute: Actions executed per query (YUBI: 16 for Cup, 8 for Tape and Pen).
         max_frames: Time limit in 10 Hz control frames (YUBI: 600 = 1 min).
-        description: One line for ``--help`` and manifests.
+        description: The language instruction (one line; also for ``--help`` and manifests).
+        rule: Success rule / progress archetype: "place_in", "pick_up" or "push_to".
+        rule_params: The rule's parameters from the task file (progress archetype keywords,
+            ``target_xy`` in the table frame for push_to, strict-predicate options).
+        source: Task file it was read from ("" when built in code).
+        sha256: Digest of that file.
     """
 
     name: str
@@ -98,10 +120,30 @@ class TaskSpec:
     execute: int = 16
     max_frames: int = 600
     description: str = ""
+    rule: str = "place_in"
+    rule_params: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+    sha256: str = ""
 
     @property
     def objects(self) -> tuple[ObjectSpec, ObjectSpec]:
         return (self.actor, self.receptacle)
+
+    @property
+    def instruction(self) -> str:
+        """The language instruction a policy receives."""
+        return self.description
+
+    def success_for(self, world_from_table: np.ndarray) -> Callable[[TaskState], bool]:
+        """The success predicate in a given table placement (push_to targets are table-frame)."""
+        if self.rule != "push_to":
+            return self.success
+        from bench.sim.taskfile import make_success
+
+        target = np.asarray(self.rule_params.get("target_xy", self.receptacle_xy), np.float64)
+        world = world_from_table @ np.array([target[0], target[1], 0.0, 1.0])
+        return make_success(self.rule, self.rule_params, self.actor, self.receptacle,
+                            target_world_xy=world[:2])
 
     def required_half_extent(self) -> tuple[float, float]:
         """Half-size (x, y) of the table area the layout needs (objects at every grid pose)."""
@@ -114,95 +156,45 @@ class TaskSpec:
 
 TASKS: Registry[TaskSpec] = Registry("task")
 
-# Actor positions: a 5 x 4 grid in front of the receptacle, 4 yaws -> 80 conditions
-# (YUBI runs 80 simulated rollouts per policy cell).
-_GRID = InitGrid(
-    xs=(-0.16, -0.08, 0.0, 0.08, 0.16),
-    ys=(-0.22, -0.17, -0.12, -0.07),
-    yaws_deg=(0.0, 45.0, 90.0, 135.0),
-)
 
-_CUP = ObjectSpec(
-    "cup", Cylinder(radius=0.035, height=0.09), mass=0.15, friction=1.0, rgba=(0.2, 0.45, 0.8, 1.0)
-)
-_PLATE = ObjectSpec(
-    "plate",
-    Cylinder(radius=0.09, height=0.012),
-    mass=0.3,
-    friction=0.8,
-    rgba=(0.93, 0.93, 0.9, 1.0),
-)
-_TAPE = ObjectSpec(
-    "tape", Cylinder(radius=0.04, height=0.03), mass=0.1, friction=1.0, rgba=(0.85, 0.75, 0.45, 1.0)
-)
-_BOX = ObjectSpec(
-    "box",
-    OpenBox(inner=(0.19, 0.15), wall_height=0.05),
-    mass=0.4,
-    friction=0.9,
-    rgba=(0.7, 0.55, 0.38, 1.0),
-)
-_PEN = ObjectSpec(
-    "pen", Pen(radius=0.0065, length=0.14), mass=0.02, friction=1.0, rgba=(0.15, 0.3, 0.85, 1.0)
-)
-_PEN_BOX = ObjectSpec(
-    "pen_box",
-    OpenBox(inner=(0.20, 0.08), wall_height=0.035),
-    mass=0.3,
-    friction=0.9,
-    rgba=(0.35, 0.55, 0.35, 1.0),
-)
+def _register_shipped() -> None:
+    """Register the task files shipped in ``bench/sim/task_files`` (cup, tape, pen)."""
+    from bench.sim.taskfile import load_task_file
 
-TASKS.register(
-    "cup",
-    TaskSpec(
-        name="cup",
-        actor=_CUP,
-        receptacle=_PLATE,
-        receptacle_xy=(0.0, 0.14),
-        receptacle_yaw_deg=0.0,
-        grid=_GRID,
-        grasp_height=0.05,
-        execute=16,
-        max_frames=600,
-        success=functools.partial(success.cup_on_plate, cup=_CUP.shape, plate=_PLATE.shape),
-        description="pick up the cup and place it upright on the plate",
-    ),
-)
-TASKS.register(
-    "tape",
-    TaskSpec(
-        name="tape",
-        actor=_TAPE,
-        receptacle=_BOX,
-        receptacle_xy=(0.0, 0.15),
-        receptacle_yaw_deg=0.0,
-        grid=_GRID,
-        grasp_height=0.02,
-        execute=8,
-        max_frames=600,
-        success=functools.partial(success.tape_in_box, tape=_TAPE.shape, box=_BOX.shape),
-        description="pick up the tape roll and drop it into the open box",
-    ),
-)
-TASKS.register(
-    "pen",
-    TaskSpec(
-        name="pen",
-        actor=_PEN,
-        receptacle=_PEN_BOX,
-        receptacle_xy=(0.0, 0.15),
-        receptacle_yaw_deg=0.0,
-        grid=_GRID,
-        grasp_height=0.012,
-        execute=8,
-        max_frames=600,
-        success=functools.partial(success.pen_in_box, pen=_PEN.shape, box=_PEN_BOX.shape),
-        description="pick up the pen and put it into the pen box",
-    ),
-)
+    for path in sorted(TASK_FILES.glob("*.json")):
+        task = load_task_file(path, bundle_root=None)
+        TASKS.register(task.name, task, file=path.name, description=task.description)
 
 
-def get_task(name: str) -> TaskSpec:
-    """Look up a task by name (case-insensitive), with a "did you mean" error."""
-    return TASKS.get(name.lower())
+_register_shipped()
+
+
+def is_task_file(name: str | Path) -> bool:
+    """Whether ``name`` names a task file (ends in .json / .toml) rather than a registry key."""
+    return str(name).lower().endswith((".json", ".toml"))
+
+
+def get_task(name: str | Path | TaskSpec, *, scene_root: str | Path | None = None) -> TaskSpec:
+    """A task by registry name (case-insensitive), task-file path, or bundle task name.
+
+    Args:
+        name: "cup" / "tape" / "pen", a ``.json`` / ``.toml`` task file, a TaskSpec, or the
+            name of a task file in the scene bundle (``tasks/NAME.json``).
+        scene_root: The scene bundle the env runs in; its task files are searched after the
+            registry, and its ``objects/`` serve ``bundle_object`` references.
+
+    Raises:
+        ValueError: Unknown name ("did you mean"), or a BenchError from the task file.
+    """
+    if isinstance(name, TaskSpec):
+        return name
+    from bench.sim.taskfile import bundle_task_files, load_task_file
+
+    if is_task_file(name):
+        return load_task_file(name, bundle_root=scene_root)
+    key = str(name).lower()
+    if key not in TASKS and scene_root is not None:
+        for path in bundle_task_files(Path(scene_root)):
+            if path.stem == str(name):
+                return load_task_file(path, bundle_root=scene_root)
+    return TASKS.get(key)

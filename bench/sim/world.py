@@ -116,6 +116,11 @@ class World:
         self.grasp_config = grasp or GraspConfig()
         self.physics_dt = physics_dt
         self.world_from_table = table.world_from_table()
+        if hasattr(self.robot, "world_from_table"):  # arms are mounted in the table frame
+            self.robot.world_from_table = self.world_from_table
+        # contact label -> geom name of the finger pads (a model's own gripper names its own)
+        self._pads = dict(getattr(self.robot, "pad_geoms", {LEFT_PAD: LEFT_PAD,
+                                                            RIGHT_PAD: RIGHT_PAD}))
         spec = self._build_spec()
         self.model = spec.compile()
         self.data = mujoco.MjData(self.model)
@@ -125,9 +130,13 @@ class World:
             self.grasp_config,
             hand_body=HAND_BODY,
             objects=[task.actor.name],
-            left_pad=LEFT_PAD,
-            right_pad=RIGHT_PAD,
-            finger_kp=getattr(getattr(self.robot, "config", None), "finger_kp", 1000.0),
+            left_pad=self._pads[LEFT_PAD],
+            right_pad=self._pads[RIGHT_PAD],
+            finger_kp=getattr(
+                self.robot,
+                "finger_kp",
+                getattr(getattr(self.robot, "config", None), "finger_kp", 1000.0),
+            ),
         )
         self._object_ids = {
             o.name: mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, o.name)
@@ -186,7 +195,7 @@ class World:
             strict=True,
         ):
             world = self.world_from_table @ np.array([ox, oy, obj.resting_height(), 1.0])
-            add_object(spec.worldbody, obj, pos=world[:3], yaw=oyaw + table.yaw)
+            add_object(spec.worldbody, obj, pos=world[:3], yaw=oyaw + table.yaw, spec=spec)
         # one free camera for every rendered view: its pose and fov are set before each draw
         spec.worldbody.add_camera(name="render_cam", fovy=90.0)
         self.robot.build(spec, home=self.home_pose())
@@ -203,10 +212,13 @@ class World:
     def _label_geoms(self) -> list[str]:
         """Contact label per geom: 'table', 'left_pad', 'right_pad', or its body name."""
         labels = []
+        pad_label = {geom: label for label, geom in self._pads.items()}
         for geom in range(self.model.ngeom):
             name = mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_GEOM, geom) or ""
-            if name in ("table", LEFT_PAD, RIGHT_PAD):
+            if name == "table":
                 labels.append(name)
+            elif name in pad_label:
+                labels.append(pad_label[name])
             else:
                 body = int(self.model.geom_bodyid[geom])
                 labels.append(
