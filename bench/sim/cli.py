@@ -37,7 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--policy",
         default="expert",
         help="registered policy: expert, noisy-expert, noisy-expert-8mm, noisy-expert-12mm, "
-        "visual-servo, visual-glance (need --obs-mode rgb), random, hold [default expert]",
+        "visual-servo, visual-glance (need --obs-mode rgb), random, hold, or an entry point "
+        "package.module:factory (docs/policies.md) [default expert]",
     )
     p.add_argument("--episodes", type=int, default=5, help="number of episodes (count) [default 5]")
     p.add_argument(
@@ -171,12 +172,14 @@ def _write_states(path, states, objects) -> None:
 def run_rollout(args: argparse.Namespace) -> int:
     """Handler of ``bench rollout``: make the env, run the episodes, write records + manifest."""
     _validate(args)
-    from bench.policies import POLICIES, make_policy
+    from bench.policies import make_policy
     from bench.provenance import staged_output_dir
     from bench.sim.tasks import get_task
 
     task = get_task(args.task)
-    POLICIES.entry(args.policy)  # "did you mean" before any heavy work
+    from bench.policies.entry import validate_ref
+
+    validate_ref(args.policy)  # "did you mean" / entry-point import errors before heavy work
     scene_dir, scene = _load_scene(args.scene)
     env = _make_env(args, task, scene)
     try:
@@ -301,7 +304,8 @@ def _write_config_and_manifest(args, unwrapped, scene, scene_dir, tmp, outputs, 
         "scene": scene.name,
         "task": unwrapped.task.name,
         "policy": args.policy,
-        "policy_meta": POLICIES.entry(args.policy).meta,
+        "policy_meta": (POLICIES.entry(args.policy).meta if args.policy in POLICIES
+                        else {"entry_point": args.policy}),
         "episodes": args.episodes,
         "seed_start": args.seed_start,
         "policy_seed": args.policy_seed,

@@ -169,6 +169,8 @@ class SplatBenchEnv(gym.Env):
             grasp=self.config.grasp,
             physics_dt=self.config.physics_dt,
         )
+        if self.config.controller_gains != "default":  # deployment fidelity: EE gain profile
+            self.world.robot.set_tracking_gains(self.world.model, self.config.controller_solref)
         self.chunk_size = int(self.config.chunk_size or self.task.chunk_size)
         self.execute = int(self.config.execute or self.task.execute)
         self.max_frames = int(self.config.max_frames or self.task.max_frames)

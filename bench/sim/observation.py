@@ -232,7 +232,11 @@ class ObservationRenderer:
             name="exterior",
         )
         side = self.face_px + 2 * CUBE_MARGIN_PX
+        if config.shadows:  # deployment fidelity (issue 13): shadow map before the GL context
+            world.model.vis.quality.shadowsize = 2048
+            world.model.light_castshadow[:] = 1
         self.mujoco = MujocoPinhole(world.model, (max(side, eh), max(side, ew)))
+        self.mujoco._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = int(config.shadows)
         self.use_gaussians = config.background == "gaussian"
         self.timings: dict[str, float] = defaultdict(float)
 
