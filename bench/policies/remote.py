@@ -21,6 +21,7 @@ Registered as policy ``openpi``: in a study spec
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -181,6 +182,7 @@ class WebsocketPolicy:
         self.metadata: dict[str, Any] = {}
         self.latencies_ms: list[float] = []
         self._ws: Any = None
+        self._stack: contextlib.ExitStack | None = None
         self._episode_seed = 0
         self._query = 0
 
@@ -192,20 +194,22 @@ class WebsocketPolicy:
 
         headers = {"Authorization": f"Api-Key {self.config.api_key}"} if self.config.api_key \
             else None
-        self._ws = connect(self.config.uri, compression=None, max_size=None,
-                           open_timeout=self.config.connect_timeout_s,
-                           additional_headers=headers)
+        stack = contextlib.ExitStack()  # the connection is a context manager (websockets 17)
+        self._ws = stack.enter_context(connect(
+            self.config.uri, compression=None, max_size=None,
+            open_timeout=self.config.connect_timeout_s, additional_headers=headers))
+        self._stack = stack
         first = self._ws.recv(timeout=self.config.timeout_s)
         meta = wire.unpackb(first) if isinstance(first, bytes) else {}
         self.metadata = meta if isinstance(meta, dict) else {}
 
     def close(self) -> None:
-        if self._ws is not None:
+        if self._stack is not None:
             try:
-                self._ws.close()
+                self._stack.close()
             except Exception:  # noqa: BLE001 - closing a dead socket must not raise
                 pass
-            self._ws = None
+        self._ws = self._stack = None
 
     def __del__(self) -> None:
         self.close()
