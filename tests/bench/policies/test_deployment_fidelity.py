@@ -155,3 +155,26 @@ def test_shadows_flag_changes_only_the_mujoco_layer(scene):
     diff = np.abs(images[True] - images[False])
     assert diff.max() > 0  # shadows drawn
     assert (images[True] <= images[False] + 1).all()  # a shadow only darkens
+
+
+def test_measured_p50_latency_drives_async_execution(scene):
+    import time
+
+    from bench.study.deployment import Deployment, measure_latency_ms
+
+    class Slow(Scripted):
+        def act(self, obs, info):
+            time.sleep(0.03)
+            return super().act(obs, info)
+
+    env = _env(scene, max_frames=20)
+    measured = measure_latency_ms(env, Slow(), condition=0)
+    env.close()
+    assert 30.0 <= measured < 300.0  # 30 ms sleep plus the (shared-machine) call overhead
+    deployment = Deployment.from_dict({"execution": "async", "latency_ms": "p50"})
+    execution = deployment.execution_for(measured)
+    assert execution.mode == "async" and execution.latency_ms == measured
+    assert execution.delay_frames(0.1) == math.ceil(measured / 100.0)
+    fixed = Deployment.from_dict({"execution": "async", "latency_ms": 87})
+    assert fixed.execution_for().delay_frames(0.1) == 1  # pi0.5's 87 ms -> one 10 Hz frame
+    assert Deployment().execution_for().mode == "blocking"
