@@ -102,6 +102,7 @@ class PolicyService:
 
         policy = make_policy(self.policy, self.env, seed=self.seed, **self.kwargs)
         websocket.send(wire.packb(self.metadata))
+        started = False
         while True:
             try:
                 message = websocket.recv()
@@ -113,8 +114,11 @@ class PolicyService:
             start = time.perf_counter()
             try:
                 request = wire.unpackb(message)
-                if int(request.get("bench/query_index", -1)) == 0:
+                # query 0 starts an episode; a client that reconnected mid-episode gets a
+                # fresh instance reset with its episode seed (earlier state is lost)
+                if int(request.get("bench/query_index", -1)) == 0 or not started:
                     policy.reset(seed=int(request.get("bench/episode_seed", 0)))
+                    started = True
                 chunk = np.asarray(policy.act(bench_observation(request), {}))
             except Exception as exc:  # noqa: BLE001 - reported to the client, then closed
                 reason = str(exc).splitlines()[0] if str(exc) else ""

@@ -109,6 +109,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="time limit in 10 Hz frames [default: the task's, 600]",
     )
+    p.add_argument("--policy-kwargs", default="{}",
+                   help="policy factory keyword arguments as a JSON object, e.g. "
+                   "'{\"port\": 8000}' for --policy openpi [default {}]")
+    p.add_argument("--latency-ms", type=float, default=None,
+                   help="asynchronous execution with this injected policy latency, ms of "
+                   "simulated time (docs/policies.md) [default: blocking]")
+    p.add_argument("--controller-gains", default="default", choices=["default", "stiff", "soft"],
+                   help="end-effector controller gain profile [default default]")
+    p.add_argument("--shadows", action="store_true", help="MuJoCo-layer shadows on")
     p.add_argument("--video", action="store_true", help="write the wrist view of each episode")
     p.add_argument(
         "--save-states",
@@ -133,6 +142,9 @@ def _validate(args: argparse.Namespace) -> None:
         raise BenchError(f"--seed-start must be >= 0 (a grid index), got {args.seed_start}")
     if args.video and args.obs_mode != "rgb":
         raise BenchError("--video needs --obs-mode rgb (state mode renders nothing)")
+    if args.latency_ms is not None and not 0 <= args.latency_ms < 1e6:
+        raise BenchError(f"--latency-ms must be in [0, 1e6) ms, got {args.latency_ms}")
+    _policy_kwargs(args.policy_kwargs)
     if args.video and args.video_format == "mp4":
         import importlib.util
 
@@ -183,7 +195,8 @@ def run_rollout(args: argparse.Namespace) -> int:
     scene_dir, scene = _load_scene(args.scene)
     env = _make_env(args, task, scene)
     try:
-        policy = make_policy(args.policy, env, seed=args.policy_seed)
+        policy = make_policy(args.policy, env, seed=args.policy_seed,
+                             **_policy_kwargs(args.policy_kwargs))
         with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
             records, outputs, wall = _run_episodes(args, env, policy, task, tmp)
             summary = _write_records(tmp, records, outputs)
@@ -196,6 +209,21 @@ def run_rollout(args: argparse.Namespace) -> int:
         f"mean final progress {summary['mean_progress_final']:.3f}, {wall:.1f} s -> {args.out}"
     )
     return 0
+
+
+def _policy_kwargs(text: str) -> dict:
+    import json
+
+    from bench.errors import BenchError
+
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"--policy-kwargs is not JSON ({exc.msg}); pass an object like "
+                         "'{\"port\": 8000}'") from None
+    if not isinstance(kwargs, dict):
+        raise BenchError("--policy-kwargs must be a JSON object")
+    return kwargs
 
 
 def _load_scene(scene: str):
@@ -229,6 +257,8 @@ def _make_env(args: argparse.Namespace, task, scene):
         grasp=GraspConfig(mode=args.grasp, force_threshold=args.force_threshold),
         execute=args.execute,
         max_frames=args.max_frames,
+        controller_gains=args.controller_gains,
+        shadows=args.shadows,
     )
 
 
@@ -240,8 +270,10 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
     """
     from tqdm import tqdm
 
-    from bench.sim.rollout import run_episode
+    from bench.sim.rollout import Execution, run_episode
 
+    execution = (Execution() if args.latency_ms is None
+                 else Execution(mode="async", latency_ms=args.latency_ms))
     conditions = range(args.seed_start, args.seed_start + args.episodes)
     records, outputs, wall = [], {}, 0.0
     for episode, condition in enumerate(
@@ -250,7 +282,7 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
         states = [] if args.save_states else None
         record, frames, seconds = run_episode(
             env, policy, condition=condition, episode=episode, policy_name=args.policy,
-            record_frames=args.video, states=states,
+            record_frames=args.video, states=states, execution=execution,
         )
         records.append(record)
         wall += seconds
@@ -282,6 +314,7 @@ def _write_records(tmp, records, outputs: dict) -> dict:
         "mean_progress_final": sum(r.progress_final for r in records) / len(records),
         "failures": sum(bool(r.failure) for r in records),
         "truncated": sum(r.truncated for r in records),
+        "errors": sum(r.status == "error" for r in records),  # policy faults, not failures
     }
     atomic_write_json(tmp / "episodes.json", {"summary": summary, "episodes": rows})
     buffer = io.StringIO()

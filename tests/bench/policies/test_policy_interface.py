@@ -170,10 +170,17 @@ def test_rollout_cli_accepts_an_entry_point(tmp_path, scene):
     cmd = [sys.executable, "-m", "bench.cli", "rollout", "--scene", str(tmp_path / "room"),
            "--obs-mode", "state", "--episodes", "1", "--max-frames", "20", "--out"]
     ok = subprocess.run([*cmd, str(tmp_path / "out"), "--policy",
-                         "bench_test_policies:make_servo"], env=env, capture_output=True,
-                        text=True, timeout=300)
+                         "bench_test_policies:make_servo", "--policy-kwargs", '{"chunk": 8}',
+                         "--latency-ms", "250", "--controller-gains", "soft"], env=env,
+                        capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr
-    assert (tmp_path / "out" / "episodes.json").is_file()
+    import json
+
+    episodes = json.loads((tmp_path / "out" / "episodes.json").read_text())
+    first = episodes["episodes"][0] if isinstance(episodes, dict) else episodes[0]
+    assert first["status"] == "ok" and first["frames"] == 20
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["env"]["controller_gains"] == "soft"
     bad = subprocess.run([*cmd, str(tmp_path / "bad"), "--policy", "bench_test_policies:make_int"],
                          env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2
