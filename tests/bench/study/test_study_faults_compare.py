@@ -214,3 +214,39 @@ def test_spec_policy_refs_round_trip_and_errors(tmp_path, monkeypatch):
         with pytest.raises(BenchError, match=needle):
             s = spec_from_dict({"sample_scenes": {"a": 0}, "tasks": ["cup"], **bad})
             s.validate_registries()
+
+
+@pytest.mark.slow
+def test_deployment_variant_study_and_compare(tmp_path):
+    """A base study and an async (measured p50 + 400 ms think time) + soft-gains variant."""
+    import csv
+
+    from bench.study.compare import write_comparison
+    from bench.study.faults import RolloutLog
+    from bench.study.runner import run_study
+    from bench.study.spec import spec_from_dict
+
+    base = {"name": "dep", "sample_scenes": {"a": 0, "b": 1}, "sample_gaussians": 3000,
+            "conditions": ["clean"], "tasks": ["cup"], "policies": {"cup": ["expert", "hold"]},
+            "trials": 2, "real_trials": 1, "max_frames": 200, "metrics": ["psnr"],
+            "image_size": [24, 24]}
+    run_study(spec_from_dict(base), tmp_path / "base", progress=False)
+    variant = {**base, "deployment": {"execution": "async", "latency_ms": 400.0,
+                                      "controller_gains": "soft"}}
+    run_study(spec_from_dict(variant), tmp_path / "variant", progress=False)
+    measured = {**base, "deployment": {"execution": "async", "latency_ms": "p50"}}
+    run_study(spec_from_dict(measured), tmp_path / "measured", progress=False)
+    with RolloutLog(tmp_path / "measured" / "results.sqlite") as log:
+        p50 = log.policy_latency("dep", "cup", "expert")
+    assert p50 is not None and p50 > 0
+    tables = write_comparison(tmp_path / "base", tmp_path / "variant", tmp_path / "cmp")
+    expert = next(r for r in tables["policies"] if r["policy"] == "expert")
+    hold = next(r for r in tables["policies"] if r["policy"] == "hold")
+    assert hold["base_success"] == hold["variant_success"] == 0.0
+    # the latency + soft gains change the expert's rollouts (paired: same starts)
+    changed = [(expert[f"base_{k}"], expert[f"variant_{k}"]) for k in ("progress",
+                                                                       "grasp_s_median")]
+    assert any(a != b for a, b in changed)
+    rows = list(csv.DictReader(open(tmp_path / "cmp" / "deltas.csv")))
+    d = rows[0]
+    assert float(d["success_ci_low"]) <= float(d["delta_success"]) <= float(d["success_ci_high"])
