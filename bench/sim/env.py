@@ -170,7 +170,11 @@ class SplatBenchEnv(gym.Env):
             physics_dt=self.config.physics_dt,
         )
         if self.config.controller_gains != "default":  # deployment fidelity: EE gain profile
-            self.world.robot.set_tracking_gains(self.world.model, self.config.controller_solref)
+            hook = getattr(self.world.robot, "set_tracking_gains", None)
+            if hook is None:
+                raise ValueError(f"robot {self.world.robot.name!r} has no controller gain hook; "
+                                 "use controller_gains='default'")
+            hook(self.world.model, self.config.controller_solref)
         self.chunk_size = int(self.config.chunk_size or self.task.chunk_size)
         self.execute = int(self.config.execute or self.task.execute)
         self.max_frames = int(self.config.max_frames or self.task.max_frames)
