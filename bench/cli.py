@@ -28,7 +28,7 @@ CLI_MODULES = (
     "bench.render.cli",  # bench render
     "metrics.cli",  # bench score
     "bench.sim.cli",  # bench rollout
-    "bench.policies.serve",  # bench serve
+    "bench.serve_cli",  # bench serve (parser outside bench.policies: its package import is heavy)
     "bench.recon.cli",  # bench capture, bench coverage, bench train
     "bench.study.cli",  # bench study run | export
     "protocols.cli",  # bench tables, bench reliability, bench stats
