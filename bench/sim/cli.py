@@ -275,7 +275,7 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
     execution = (Execution() if args.latency_ms is None
                  else Execution(mode="async", latency_ms=args.latency_ms))
     conditions = range(args.seed_start, args.seed_start + args.episodes)
-    records, outputs, wall = [], {}, 0.0
+    records, outputs, wall, latencies = [], {}, 0.0, []
     for episode, condition in enumerate(
         tqdm(conditions, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
     ):
@@ -283,6 +283,7 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
         record, frames, seconds = run_episode(
             env, policy, condition=condition, episode=episode, policy_name=args.policy,
             record_frames=args.video, states=states, execution=execution,
+            latencies=latencies,
         )
         records.append(record)
         wall += seconds
@@ -295,6 +296,12 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
             fps = env.unwrapped.config.control_hz / env.unwrapped.execute
             _write_video(tmp / name, frames, fps=fps, fmt=args.video_format)
             outputs[name] = tmp / name
+    import numpy as np  # query latency is wall-clock: printed, never written into the outputs
+
+    if latencies:
+        print(f"policy query latency: median {np.median(latencies):.2f} ms, p95 "
+              f"{np.percentile(latencies, 95):.2f} ms over {len(latencies)} queries",
+              file=sys.stderr)
     return records, outputs, wall
 
 
