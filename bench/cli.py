@@ -29,6 +29,7 @@ CLI_MODULES = (
     "metrics.cli",  # bench score
     "bench.sim.cli",  # bench rollout
     "bench.sim.task_cli",  # bench task validate | show
+    "bench.serve_cli",  # bench serve (parser outside bench.policies: its package import is heavy)
     "bench.recon.cli",  # bench capture, bench coverage, bench train
     "bench.study.cli",  # bench study run | export
     "protocols.cli",  # bench tables, bench reliability, bench stats

@@ -1,4 +1,4 @@
-"""Policies: the Policy protocol, a registry, scripted experts and baselines.
+"""Policies: the Policy interface, a registry, entry points, remote and reference policies.
 
 Registered policies: ``expert`` (privileged scripted pick-and-place, an upper
 bound and a demonstration source), ``noisy-expert`` / ``noisy-expert-8mm`` /
@@ -8,12 +8,19 @@ on the first 20 Cup conditions 20, 15 and 4 successes), ``random`` (uniform
 actions from the action space) and ``hold`` (never moves: a zero baseline).
 ``visual-servo`` and ``visual-glance`` (:mod:`bench.policies.visual`) find the
 actor by colour in the wrist image, so background damage can change what they
-do - the non-privileged candidates a reconstruction study needs.
+do - the non-privileged candidates a reconstruction study needs. ``openpi``
+(:mod:`bench.policies.remote`) is any policy behind an openpi-protocol websocket
+server and ``lerobot`` (:mod:`bench.policies.lerobot_policy`) a local LeRobot
+``pretrained_model`` directory. Any ``package.module:factory`` is a policy too
+(:mod:`bench.policies.entry`). The interface is documented in
+:mod:`bench.policies.base` and docs/policies.md.
 """
 
 from bench.policies import baselines as _baselines  # noqa: F401 - registers baselines
 from bench.policies import expert as _expert  # noqa: F401 - registers experts
+from bench.policies import lerobot_policy as _lerobot  # noqa: F401 - registers lerobot
+from bench.policies import remote as _remote  # noqa: F401 - registers openpi
 from bench.policies import visual as _visual  # noqa: F401 - registers image-driven policies
-from bench.policies.base import POLICIES, Policy, make_policy
+from bench.policies.base import POLICIES, Policy, PolicyError, make_policy
 
-__all__ = ["POLICIES", "Policy", "make_policy"]
+__all__ = ["POLICIES", "Policy", "PolicyError", "make_policy"]

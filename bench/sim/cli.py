@@ -45,7 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--policy",
         default="expert",
         help="registered policy: expert, noisy-expert, noisy-expert-8mm, noisy-expert-12mm, "
-        "visual-servo, visual-glance (need --obs-mode rgb), random, hold [default expert]",
+        "visual-servo, visual-glance (need --obs-mode rgb), random, hold, or an entry point "
+        "package.module:factory (docs/policies.md) [default expert]",
     )
     p.add_argument("--episodes", type=int, default=5, help="number of episodes (count) [default 5]")
     p.add_argument(
@@ -116,6 +117,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="time limit in 10 Hz frames [default: the task's, 600]",
     )
+    p.add_argument("--policy-kwargs", default="{}",
+                   help="policy factory keyword arguments as a JSON object, e.g. "
+                   "'{\"port\": 8000}' for --policy openpi [default {}]")
+    p.add_argument("--latency-ms", type=float, default=None,
+                   help="asynchronous execution with this injected policy latency, ms of "
+                   "simulated time (docs/policies.md) [default: blocking]")
+    p.add_argument("--controller-gains", default="default", choices=["default", "stiff", "soft"],
+                   help="end-effector controller gain profile [default default]")
+    p.add_argument("--shadows", action="store_true", help="MuJoCo-layer shadows on")
     p.add_argument("--video", action="store_true", help="write the wrist view of each episode")
     p.add_argument(
         "--save-states",
@@ -143,6 +153,9 @@ def _validate(args: argparse.Namespace) -> None:
     if args.video and args.cameras != "wrist":
         raise BenchError("--video records the wrist_rgb view; use --cameras wrist with --video "
                          "(state streams work with every rig)")
+    if args.latency_ms is not None and not 0 <= args.latency_ms < 1e6:
+        raise BenchError(f"--latency-ms must be in [0, 1e6) ms, got {args.latency_ms}")
+    _policy_kwargs(args.policy_kwargs)
     if args.video and args.video_format == "mp4":
         import importlib.util
 
@@ -182,16 +195,18 @@ def _write_states(path, states, objects) -> None:
 def run_rollout(args: argparse.Namespace) -> int:
     """Handler of ``bench rollout``: make the env, run the episodes, write records + manifest."""
     _validate(args)
-    from bench.policies import POLICIES, make_policy
+    from bench.policies import make_policy
+    from bench.policies.entry import validate_ref
     from bench.provenance import staged_output_dir
     from bench.sim.tasks import get_task
 
-    POLICIES.entry(args.policy)  # "did you mean" before any heavy work
+    validate_ref(args.policy)  # "did you mean" / entry-point import errors before heavy work
     scene_dir, scene = _load_scene(args.scene)
     task = get_task(args.task, scene_root=scene_dir)
     env = _make_env(args, task, scene)
     try:
-        policy = make_policy(args.policy, env, seed=args.policy_seed)
+        policy = make_policy(args.policy, env, seed=args.policy_seed,
+                             **_policy_kwargs(args.policy_kwargs))
         with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
             records, outputs, wall = _run_episodes(args, env, policy, task, tmp)
             summary = _write_records(tmp, records, outputs)
@@ -204,6 +219,21 @@ def run_rollout(args: argparse.Namespace) -> int:
         f"mean final progress {summary['mean_progress_final']:.3f}, {wall:.1f} s -> {args.out}"
     )
     return 0
+
+
+def _policy_kwargs(text: str) -> dict:
+    import json
+
+    from bench.errors import BenchError
+
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"--policy-kwargs is not JSON ({exc.msg}); pass an object like "
+                         "'{\"port\": 8000}'") from None
+    if not isinstance(kwargs, dict):
+        raise BenchError("--policy-kwargs must be a JSON object")
+    return kwargs
 
 
 def _load_scene(scene: str):
@@ -244,6 +274,8 @@ def _make_env(args: argparse.Namespace, task, scene):
         grasp=GraspConfig(mode=args.grasp, force_threshold=args.force_threshold),
         execute=args.execute,
         max_frames=args.max_frames,
+        controller_gains=args.controller_gains,
+        shadows=args.shadows,
     )
 
 
@@ -255,17 +287,20 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
     """
     from tqdm import tqdm
 
-    from bench.sim.rollout import run_episode
+    from bench.sim.rollout import Execution, run_episode
 
+    execution = (Execution() if args.latency_ms is None
+                 else Execution(mode="async", latency_ms=args.latency_ms))
     conditions = range(args.seed_start, args.seed_start + args.episodes)
-    records, outputs, wall = [], {}, 0.0
+    records, outputs, wall, latencies = [], {}, 0.0, []
     for episode, condition in enumerate(
         tqdm(conditions, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
     ):
         states = [] if args.save_states else None
         record, frames, seconds = run_episode(
             env, policy, condition=condition, episode=episode, policy_name=args.policy,
-            record_frames=args.video, states=states,
+            record_frames=args.video, states=states, execution=execution,
+            latencies=latencies,
         )
         records.append(record)
         wall += seconds
@@ -278,6 +313,12 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
             fps = env.unwrapped.config.control_hz / env.unwrapped.execute
             _write_video(tmp / name, frames, fps=fps, fmt=args.video_format)
             outputs[name] = tmp / name
+    import numpy as np  # query latency is wall-clock: printed, never written into the outputs
+
+    if latencies:
+        print(f"policy query latency: median {np.median(latencies):.2f} ms, p95 "
+              f"{np.percentile(latencies, 95):.2f} ms over {len(latencies)} queries",
+              file=sys.stderr)
     return records, outputs, wall
 
 
@@ -297,6 +338,7 @@ def _write_records(tmp, records, outputs: dict) -> dict:
         "mean_progress_final": sum(r.progress_final for r in records) / len(records),
         "failures": sum(bool(r.failure) for r in records),
         "truncated": sum(r.truncated for r in records),
+        "errors": sum(r.status == "error" for r in records),  # policy faults, not failures
     }
     atomic_write_json(tmp / "episodes.json", {"summary": summary, "episodes": rows})
     buffer = io.StringIO()
@@ -319,7 +361,8 @@ def _write_config_and_manifest(args, unwrapped, scene, scene_dir, tmp, outputs, 
         "scene": scene.name,
         "task": unwrapped.task.name,
         "policy": args.policy,
-        "policy_meta": POLICIES.entry(args.policy).meta,
+        "policy_meta": (POLICIES.entry(args.policy).meta if args.policy in POLICIES
+                        else {"entry_point": args.policy}),
         "episodes": args.episodes,
         "seed_start": args.seed_start,
         "policy_seed": args.policy_seed,

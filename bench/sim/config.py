@@ -11,6 +11,19 @@ OBS_MODES = ("rgb", "state")
 CONTROL_MODES = ("chunk", "single")
 BACKGROUNDS = ("gaussian", "none")
 FISHEYE_MODES = ("cubemap", "direct")
+#: End-effector controller gain profiles: the mocap weld's MuJoCo ``solref``. ``default``
+#: is the stock (time constant 0.004 s, damping ratio 1) form; the others are direct
+#: (-kp, -kd) gains: stiff = 2x the stock stiffness and sqrt(2)x its damping, soft = 1/4
+#: and 1/2 (both keep the damping ratio at 1; the stock equivalent is kp = 1 / 0.004^2 =
+#: 62500 s^-2, kd = 2 / 0.004 = 500 s^-1, reference accelerations per metre / per m/s;
+#: the direct form of the stock gains reproduces it exactly). Stiffer than
+#: kp * physics_dt^2 = 0.6 (1.5e5 at 2 ms) the weld goes unstable, hence stiff = 2x.
+GAIN_PROFILES: dict[str, tuple[float, float]] = {
+    "default": (0.004, 1.0),
+    "stiff": (-125000.0, -707.1),
+    "soft": (-15625.0, -250.0),
+}
+MAX_KP_DT2 = 0.6
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,13 @@ class EnvConfig:
         cameras: Camera rig: "wrist" (one wrist fisheye, ``wrist_rgb``), "yubi-dual"
             (``wrist_left_rgb`` + ``wrist_right_rgb``) or a rig JSON file
             (:mod:`bench.sim.camera_rig`).
+        controller_gains: End-effector controller profile (:data:`GAIN_PROFILES`:
+            "default", "stiff", "soft"), or "custom" with ``controller_kp`` / ``controller_kd``.
+        controller_kp: Custom stiffness of the TCP tracking constraint, s^-2 (reference
+            acceleration per metre of error); only with ``controller_gains="custom"``.
+        controller_kd: Custom damping, s^-1 (reference acceleration per m/s).
+        shadows: Cast shadows in the MuJoCo layer (robot and objects; the reconstructed
+            table is Gaussian, so it receives none). Off by default (~20x cost in software GL).
     """
 
     task: str = "cup"
@@ -76,6 +96,10 @@ class EnvConfig:
     min_table_gaussians: int = 50
     robot: str = "floating-gripper"
     cameras: str = "wrist"
+    controller_gains: str = "default"
+    controller_kp: float | None = None
+    controller_kd: float | None = None
+    shadows: bool = False
 
     def __post_init__(self) -> None:
         checks = (
@@ -116,6 +140,31 @@ class EnvConfig:
             raise ValueError(
                 f"cameras={self.cameras!r} is neither 'wrist', 'yubi-dual' nor a rig .json file"
             )
+        self._check_gains()
+
+    def _check_gains(self) -> None:
+        custom = self.controller_kp is not None or self.controller_kd is not None
+        if self.controller_gains == "custom":
+            if self.controller_kp is None or self.controller_kd is None:
+                raise ValueError("controller_gains='custom' needs controller_kp and controller_kd")
+            if not (self.controller_kp > 0 and self.controller_kd >= 0):
+                raise ValueError("controller_kp must be > 0 and controller_kd >= 0")
+            if self.controller_kp * self.physics_dt**2 > MAX_KP_DT2:
+                raise ValueError(f"controller_kp={self.controller_kp:g} is unstable at "
+                                 f"physics_dt={self.physics_dt} (kp * dt^2 > {MAX_KP_DT2}); "
+                                 "lower kp or physics_dt")
+        elif self.controller_gains not in GAIN_PROFILES:
+            raise ValueError(f"controller_gains={self.controller_gains!r} is not one of "
+                             f"{(*GAIN_PROFILES, 'custom')}")
+        elif custom:
+            raise ValueError("controller_kp / controller_kd need controller_gains='custom'")
+
+    @property
+    def controller_solref(self) -> tuple[float, float]:
+        """MuJoCo ``solref`` of the TCP tracking constraint for the chosen gains."""
+        if self.controller_gains == "custom":
+            return (-float(self.controller_kp), -float(self.controller_kd))
+        return GAIN_PROFILES[self.controller_gains]
 
     @property
     def frame_seconds(self) -> float:

@@ -187,6 +187,12 @@ class SplatBenchEnv(gym.Env):
             grasp=self.config.grasp,
             physics_dt=self.config.physics_dt,
         )
+        if self.config.controller_gains != "default":  # deployment fidelity: EE gain profile
+            hook = getattr(self.world.robot, "set_tracking_gains", None)
+            if hook is None:
+                raise ValueError(f"robot {self.world.robot.name!r} has no controller gain hook; "
+                                 "use controller_gains='default'")
+            hook(self.world.model, self.config.controller_solref)
         self.chunk_size = int(self.config.chunk_size or self.task.chunk_size)
         self.execute = int(self.config.execute or self.task.execute)
         self.max_frames = int(self.config.max_frames or self.task.max_frames)

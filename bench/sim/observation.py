@@ -294,7 +294,11 @@ class ObservationRenderer:
         # a calibrated pinhole is drawn through a centred cover view up to ~2x its size
         pin_h = max([2 * c.height + 8 for c in pinholes], default=0)
         pin_w = max([2 * c.width + 8 for c in pinholes], default=0)
+        if config.shadows:  # deployment fidelity (issue 13): shadow map before the GL context
+            world.model.vis.quality.shadowsize = 2048
+            world.model.light_castshadow[:] = 1
         self.mujoco = MujocoPinhole(world.model, (max(side, eh, pin_h), max(side, ew, pin_w)))
+        self.mujoco._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = int(config.shadows)
         self.use_gaussians = config.background == "gaussian"
         self.timings: dict[str, float] = defaultdict(float)
 

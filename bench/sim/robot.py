@@ -270,6 +270,11 @@ class FloatingGripper:
         data.mocap_quat[ids["mocap"]] = quaternion
         data.ctrl[ids["actuator"]] = min(max(float(opening), 0.0), self.max_opening) / 2
 
+    def set_tracking_gains(self, model: mujoco.MjModel, solref: tuple[float, float]) -> None:
+        """Gains of the TCP tracking weld (``EnvConfig.controller_solref``; issue-13 hook)."""
+        weld = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_EQUALITY, "mocap_weld")
+        model.eq_solref[weld] = solref
+
     def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
         hand = self._ids["hand"]
         return pose(data.xmat[hand].reshape(3, 3), data.xpos[hand])

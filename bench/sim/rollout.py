@@ -4,16 +4,59 @@ One :class:`EpisodeRecord` per episode holds everything a study needs to
 recompute rates and intervals (success and progress under separate names,
 failure reason, frames, first-grasp frame, the initial condition). Wall-clock
 time is kept out of the record so that result files are byte-identical across
-runs; :func:`run_episode` returns it separately.
+runs; :func:`run_episode` returns it separately (and the per-query latencies through
+``latencies=``).
+
+The policy sees :func:`bench.policies.base.policy_observation` (named camera images,
+proprio, prompt, time stamp) and its chunk goes through
+:func:`bench.policies.base.to_env_chunk` (validated, absolute rows turned into deltas,
+fitted to the env's chunk). A :class:`~bench.policies.base.PolicyError` (a dead, slow
+or malformed policy server, a malformed chunk) ends the rollout with
+``status="error"`` and the reason: a fault, not a task failure.
+
+Execution (:class:`Execution`): ``blocking`` (default; the simulator waits for the
+policy) or ``async`` with an injected latency of L ms of *simulated* time: while the
+policy thinks, the robot keeps executing the previous chunk; the answer arrives
+``k = ceil(L / frame time)`` control frames after the observation it was computed
+from, and its row ``k`` (the row meant for that frame) is the first one executed.
+The next query is issued ``max(execute, k)`` frames after the previous one.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+
+EXECUTION_MODES = ("blocking", "async")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How policy time relates to simulated time.
+
+    Attributes:
+        mode: "blocking" (the world waits for every query) or "async" (it does not).
+        latency_ms: Think time injected in async mode, milliseconds of simulated time.
+    """
+
+    mode: str = "blocking"
+    latency_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in EXECUTION_MODES:
+            raise ValueError(f"execution mode {self.mode!r} is not one of {EXECUTION_MODES}")
+        if not (self.latency_ms >= 0 and math.isfinite(self.latency_ms)):
+            raise ValueError(f"latency_ms must be a finite number >= 0, got {self.latency_ms}")
+
+    def delay_frames(self, frame_seconds: float) -> int:
+        """Control frames between a query and its answer: ceil(L / frame time)."""
+        if self.mode == "blocking":
+            return 0
+        return int(math.ceil(self.latency_ms / 1000.0 / frame_seconds - 1e-9))
 
 
 @dataclass(frozen=True)
@@ -38,6 +81,8 @@ class EpisodeRecord:
         init_x: Actor start x in the table frame, metres.
         init_y: Actor start y in the table frame, metres.
         init_yaw_deg: Actor start yaw, degrees.
+        status: "ok", or "error" when a policy fault ended the rollout (not a failure).
+        error: One-line reason of the fault, "" when none.
     """
 
     episode: int
@@ -56,6 +101,8 @@ class EpisodeRecord:
     init_x: float
     init_y: float
     init_yaw_deg: float
+    status: str = "ok"
+    error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +117,8 @@ def run_episode(
     policy_name: str = "",
     record_frames: bool = False,
     states: list[dict[str, Any]] | None = None,
+    latencies: list[float] | None = None,
+    execution: Execution | None = None,
 ) -> tuple[EpisodeRecord, list[np.ndarray], float]:
     """Roll ``policy`` out in ``env`` from initial condition ``condition``.
 
@@ -82,23 +131,56 @@ def run_episode(
         record_frames: Also return the wrist frames the policy saw.
         states: If a list is given, every control frame's state row
             (``info["frame_states"]``, frame 0 included) is appended to it.
+        latencies: If a list is given, the wall time of every policy query (ms) is
+            appended to it (not part of the record: it is not deterministic).
+        execution: Blocking (default) or asynchronous with injected latency.
 
     Returns:
         (record, wrist frames [H, W, 3] uint8 seen by the policy if ``record_frames``,
         wall-clock seconds).
     """
+    from bench.policies.base import PolicyError, policy_observation, to_env_chunk
+
+    execution = execution or Execution()
     start = time.perf_counter()
     obs, info = env.reset(seed=condition)
     policy.reset(seed=condition)
     frames = [obs["wrist_rgb"]] if record_frames and "wrist_rgb" in obs else []
     rows = list(info["frame_states"])
-    queries, reward, terminated, truncated = 0, float(info["progress"]), False, False
-    while not (terminated or truncated):
-        obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
-        queries += 1
-        rows.extend(info["frame_states"])
+    name = policy_name or getattr(policy, "name", type(policy).__name__)
+    mode = getattr(policy, "action_mode", "delta")
+    timings = latencies if latencies is not None else []
+    counter = [0]
+
+    def query(obs: dict[str, Any], info: dict[str, Any]) -> np.ndarray:  # -> env chunk
+        observation = policy_observation(obs, env, frame=int(info["frame"]))
+        tick = time.perf_counter()
+        try:
+            raw = policy.act(observation, info)
+        finally:
+            timings.append((time.perf_counter() - tick) * 1000.0)
+            counter[0] += 1
+        return to_env_chunk(raw, env, info, mode=mode, source=f"policy {name!r}")
+
+    def step(action: np.ndarray):
+        out = env.step(action)
+        rows.extend(out[4]["frame_states"])
         if frames:
-            frames.append(obs["wrist_rgb"])
+            frames.append(out[0]["wrist_rgb"])
+        return out
+
+    status, error = "ok", ""
+    reward, terminated, truncated = float(info["progress"]), False, False
+    try:
+        if execution.mode == "blocking":
+            while not (terminated or truncated):
+                obs, reward, terminated, truncated, info = step(query(obs, info))
+        else:
+            obs, reward, terminated, truncated, info = _run_async(
+                env, obs, info, query, step, execution)
+    except PolicyError as exc:
+        status, error = "error", str(exc).splitlines()[0]
+    queries = counter[0]
     if states is not None:
         states.extend(rows)
     grasped = [r["frame"] for r in rows if r["held"]]
@@ -108,7 +190,7 @@ def run_episode(
         episode=episode,
         condition=condition,
         task=unwrapped.task.name,
-        policy=policy_name or getattr(policy, "name", type(policy).__name__),
+        policy=name,
         scene=str(getattr(unwrapped.scene, "name", "")),
         success=bool(info["success"]),
         progress_final=round(float(reward), 6),
@@ -121,8 +203,58 @@ def run_episode(
         init_x=round(x, 6),
         init_y=round(y, 6),
         init_yaw_deg=round(float(np.rad2deg(yaw)), 6),
+        status=status,
+        error=error,
     )
     return record, frames, time.perf_counter() - start
+
+
+def _run_async(env: Any, obs: Any, info: Any, query: Any, step: Any, execution: Execution):
+    """The asynchronous loop (module docstring); returns the last ``env.step`` result."""
+    unwrapped = env.unwrapped
+    if unwrapped.config.control != "chunk":
+        raise ValueError("asynchronous execution needs an env made with control='chunk'")
+    size, execute = int(unwrapped.chunk_size), int(unwrapped.execute)
+    delay = execution.delay_frames(unwrapped.config.frame_seconds)
+
+    def hold(opening: float, n: int) -> np.ndarray:  # [n, 7] rows that keep the target
+        rows = np.zeros((n, 7), dtype=np.float32)
+        rows[:, 6] = opening
+        return rows
+
+    def run(rows: np.ndarray):  # execute exactly len(rows) rows (<= size per step), observe
+        saved = unwrapped.execute
+        try:
+            for begin in range(0, len(rows), size):
+                piece = rows[begin:begin + size]
+                unwrapped.execute = len(piece)
+                out = step(np.concatenate([piece, hold(piece[-1, 6], size - len(piece))]))
+                if out[2] or out[3]:
+                    break
+        finally:
+            unwrapped.execute = saved
+        return out
+
+    previous = hold(float(info["grasp"]["commanded_opening"]), size)
+    cursor = 0
+    result = (obs, float(info["progress"]), False, False, info)
+    while True:
+        chunk = query(obs, info)  # computed from the frame-t observation
+        if delay:  # thinking: the robot keeps executing the previous chunk
+            rows = previous[cursor:cursor + delay]
+            rows = np.concatenate([rows, hold(previous[-1, 6], delay - len(rows))])
+            result = run(rows)
+            if result[2] or result[3]:
+                return result
+        n = max(execute - delay, 0)
+        if n:  # the answer is effective from its row `delay` (meant for frame t + delay)
+            rows = chunk[delay:delay + n]
+            rows = np.concatenate([rows, hold(chunk[-1, 6], n - len(rows))])
+            result = run(rows)
+            if result[2] or result[3]:
+                return result
+        previous, cursor = chunk, delay + n
+        obs, info = result[0], result[4]
 
 
 def state_stream_columns(objects: list[str]) -> list[str]:

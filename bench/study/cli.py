@@ -34,6 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="a study output directory or its results.sqlite")
     export.add_argument("--out", required=True, help="directory for the CSV files")
     export.set_defaults(func=_export)
+    from bench.study.compare_cli import add_compare_parser  # bench study compare
+
+    add_compare_parser(inner)
     p.set_defaults(func=_needs_subcommand)
 
 

@@ -333,33 +333,64 @@ def init_condition(spec: StudySpec, domain: str, trial: int) -> int:
 def run_rollouts(spec: StudySpec, store: ResultsStore,
                  bundles: dict[tuple[str, str], ConditionBundle], *,
                  progress: bool = True) -> int:
-    """Run every missing rollout; each is committed as soon as it ends. Returns how many ran."""
+    """Run every missing rollout; each is committed as soon as it ends. Returns how many ran.
+
+    A rollout that ends in a policy fault (``status="error"``) is not stored; its reason
+    goes to :class:`bench.study.faults.RolloutLog` and ``--resume`` reruns it.
+    """
     from tqdm import tqdm
 
     import bench.policies.visual  # noqa: F401 - registers the visual policies
     import bench.sim
     from bench.policies import make_policy
+    from bench.policies.entry import build_ref
     from bench.scene.bundle import load_scene
     from bench.sim.rollout import run_episode
+    from bench.study.deployment import Deployment, measure_latency_ms
+    from bench.study.faults import RolloutLog
 
+    deployment = Deployment.from_dict(spec.deployment)
     todo = _missing_rollouts(spec, store)
     bar = tqdm(total=sum(len(v) for v in todo.values()), desc="rollouts", unit="rollout",
                file=sys.stderr, disable=not progress)
     ran = 0
     loaded: dict[tuple[str, str], Any] = {}
+    log = RolloutLog(store.path)
     for (scene, cond, task, domain), items in todo.items():
         if (scene, cond) not in loaded:
             loaded.clear()  # keep one background in memory
             loaded[(scene, cond)] = load_scene(bundles[(scene, cond)].path)
         env = bench.sim.make_env(task, loaded[(scene, cond)], image_size=spec.image_size,
-                                 max_frames=spec.max_frames, render_backend=spec.render_backend)
+                                 max_frames=spec.max_frames, render_backend=spec.render_backend,
+                                 **deployment.env_overrides())
         try:
-            policies = {p: make_policy(p, env, seed=spec.seed) for p in spec.policies[task]}
+            policies = {p: (build_ref(spec.policy_refs[p], env, seed=spec.seed)
+                            if p in spec.policy_refs else make_policy(p, env, seed=spec.seed))
+                        for p in spec.policies[task]}
+            executions = {}
+            for p, policy in policies.items():
+                measured = None
+                if deployment.measured:
+                    measured = log.policy_latency(spec.name, task, p)
+                    if measured is None:
+                        start = init_condition(spec, domain, items[0][1])
+                        measured = measure_latency_ms(env, policy, condition=start)
+                        log.set_policy_latency(spec.name, task, p, measured)
+                executions[p] = deployment.execution_for(measured)
             for policy, trial in items:
                 bar.set_postfix_str(f"{scene}/{cond}/{task}/{policy}/{domain}")
                 start = init_condition(spec, domain, trial)
+                key = (spec.name, scene, cond, task, policy, domain, trial)
+                latencies: list[float] = []
                 record, _, _ = run_episode(env, policies[policy], condition=start,
-                                           episode=trial, policy_name=policy)
+                                           episode=trial, policy_name=policy,
+                                           latencies=latencies, execution=executions[policy])
+                log.add_latency(key, latencies)
+                bar.update(1)
+                if record.status == "error":
+                    log.add_error(key, record.error)
+                    _log(f"rollout {'/'.join(map(str, key[1:]))} ended in error: {record.error}")
+                    continue
                 store.add_rollout(RolloutRow(
                     study=spec.name, scene=scene, condition=cond, task=task, policy=policy,
                     domain=domain, trial=trial, init_condition=start,
@@ -368,11 +399,12 @@ def run_rollouts(spec: StudySpec, store: ResultsStore,
                     failure=record.failure, truncated=record.truncated,
                     first_grasp_frame=record.first_grasp_frame,
                     manifest_sha256=bundles[(scene, cond)].manifest_sha256))
+                log.clear_error(key)
                 ran += 1
-                bar.update(1)
         finally:
             env.close()
     bar.close()
+    log.close()
     return ran
 
 
@@ -395,6 +427,16 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
         score_quality(spec, out, store, bundles, progress=progress)
         _log("running paired rollouts")
         ran = run_rollouts(spec, store, bundles, progress=progress)
+        from bench.study.faults import RolloutLog
+
+        with RolloutLog(store.path) as log:
+            log.export_csv(out / "tables")
+            errors = log.errors(spec.name)
+        if errors:
+            raise BenchError(f"{len(errors)} rollouts ended in a policy fault (not counted as "
+                             f"failures; reasons in {out / 'tables' / 'errors.csv'}), e.g. "
+                             f"{errors[0]['reason']}; fix the policy or server and rerun with "
+                             "--resume")
         tables = analyse(spec, store, out / "tables")
         store.export_csv(out / "tables")
     finally:

@@ -18,6 +18,13 @@ Example ``spec.json``::
 
 Unknown keys are refused with the list of valid ones; presets, tasks, policies
 and metrics are checked against their registries ("did you mean" errors).
+
+A policy may also be an entry point ``"mypkg.pol:make_a"`` or an object
+``{"factory": "mypkg.pol:make_b", "kwargs": {...}, "name": "b"}`` (see
+:mod:`bench.policies.entry`); it is stored under its label and the resolved spec
+keeps the label -> ref table in ``policy_refs``. ``"deployment"`` sets the
+deployment-fidelity knobs (:mod:`bench.study.deployment`: asynchronous execution with
+injected latency, controller gains, shadows, fisheye mode).
 """
 
 from __future__ import annotations
@@ -53,8 +60,12 @@ class StudySpec:
             a coverage retraining from ``bench coverage`` + ``bench train``).
         seed: Seed of every editor (artifact conditions) and of the capture noise.
         tasks: Task names (``cup``, ``tape``, ``pen``).
-        policies: Task -> ``[pi_1, pi_2]`` policy registry names; tasks not listed use
-            :data:`DEFAULT_POLICIES`.
+        policies: Task -> ``[pi_1, pi_2]`` policy labels (registry names, or labels of
+            ``policy_refs``); tasks not listed use :data:`DEFAULT_POLICIES`.
+        policy_refs: Label -> entry point or ``{"factory", "kwargs", "name"}`` ref of every
+            policy that is not a plain registry name (filled from ``policies`` refs).
+        deployment: Deployment-fidelity settings (:class:`bench.study.deployment.Deployment`
+            fields; empty = blocking execution, stock gains, no shadows).
         trials: Simulated rollouts per (scene, condition, task, policy) cell.
         real_trials: Rollouts per (scene, task, policy) in the "real" domain.
         sim_condition_offset: First initial-condition index of simulated trials (trial t
@@ -82,6 +93,8 @@ class StudySpec:
     seed: int = 0
     tasks: tuple[str, ...] = ("cup", "tape", "pen")
     policies: dict[str, tuple[str, str]] = field(default_factory=dict)
+    policy_refs: dict[str, Any] = field(default_factory=dict)
+    deployment: dict[str, Any] = field(default_factory=dict)
     trials: int = 10
     real_trials: int = 10
     sim_condition_offset: int = 100
@@ -106,6 +119,9 @@ class StudySpec:
                              f"{list(self.tasks)}; add them to tasks or remove them")
         object.__setattr__(self, "policies", pols)
         self._check_basic()
+        from bench.study.deployment import Deployment
+
+        Deployment.from_dict(self.deployment)  # refuse bad knobs before anything runs
 
     def _check_basic(self) -> None:
         if not self.name or any(c in self.name for c in "/\\"):
@@ -172,7 +188,12 @@ class StudySpec:
         for task in self.tasks:
             get_task(task)
             for name in self.policies[task]:
-                POLICIES.get(name)
+                if name in self.policy_refs:
+                    from bench.policies.entry import validate_ref
+
+                    validate_ref(self.policy_refs[name])
+                else:
+                    POLICIES.get(name)
         for metric in self.metrics:
             scorer_info(metric)
         if self.render_backend != "auto":
@@ -243,7 +264,10 @@ FIELD_TYPES: dict[str, tuple[Any, str]] = {
                          "an object: condition -> {scene name: bundle directory}"),
     "seed": (_is_int, "an integer"),
     "tasks": (_is_str_seq, "a list of task names"),
-    "policies": (lambda v: _is_map(v, _is_str_seq), "an object: task -> [pi_1, pi_2]"),
+    "policies": (lambda v: _is_map(v, lambda p: isinstance(p, (list, tuple))),
+                 "an object: task -> [pi_1, pi_2] (names, entry points or {factory, kwargs})"),
+    "policy_refs": (lambda v: isinstance(v, Mapping), "an object: label -> policy ref"),
+    "deployment": (lambda v: isinstance(v, Mapping), "an object of deployment settings"),
     "trials": (_is_int, "an integer"),
     "real_trials": (_is_int, "an integer"),
     "sim_condition_offset": (_is_int, "an integer"),
@@ -287,11 +311,35 @@ def spec_from_dict(data: dict[str, Any], *, base: str | os.PathLike | None = Non
         data["extra_conditions"] = {c: {s: resolve(p) for s, p in m.items()}
                                     for c, m in data["extra_conditions"].items()}
     if "policies" in data:
-        data["policies"] = {t: tuple(p) for t, p in data["policies"].items()}
+        data["policies"], data["policy_refs"] = _split_policy_refs(
+            data["policies"], dict(data.get("policy_refs", {})))
+    if "deployment" in data:
+        data["deployment"] = dict(data["deployment"])
     try:
         return StudySpec(**data)
     except TypeError as exc:
         raise BenchError(f"bad study spec: {exc}") from None
+
+
+def _split_policy_refs(policies: Mapping[str, Any], refs: dict[str, Any]
+                       ) -> tuple[dict[str, tuple[str, ...]], dict[str, Any]]:
+    """Task -> labels, and label -> ref for every entry point / object ref."""
+    from bench.policies.entry import check_ref, is_entry_point, ref_label
+
+    labels: dict[str, tuple[str, ...]] = {}
+    for task, pair in policies.items():
+        names = []
+        for ref in pair:
+            check_ref(ref)
+            label = ref_label(ref)
+            if not isinstance(ref, str) or is_entry_point(ref):
+                if refs.get(label, ref) != ref:
+                    raise BenchError(f"policy label {label!r} names two different refs; give "
+                                     "each a distinct \"name\"")
+                refs[label] = ref
+            names.append(label)
+        labels[task] = tuple(names)
+    return labels, refs
 
 
 def load_spec(path: str | os.PathLike) -> StudySpec:

@@ -34,11 +34,11 @@ def recorder(monkeypatch):
 
     calls = []
 
-    def run_episode(env, policy, *, condition, episode, policy_name):
+    def run_episode(env, policy, *, condition, episode, policy_name, **_):
         calls.append((env.scene, env.task, policy_name, condition, episode))
         record = SimpleNamespace(success=condition % 2 == 0, progress_final=0.5,
                                  progress_max=0.75, frames=condition, failure="",
-                                 truncated=False, first_grasp_frame=-1)
+                                 truncated=False, first_grasp_frame=-1, status="ok")
         return record, [], 0.0
 
     monkeypatch.setattr(bench.scene.bundle, "load_scene", lambda path: str(path))

@@ -1,0 +1,148 @@
+"""Policies from anywhere: Python entry points ``"package.module:factory"`` and study policy refs.
+
+A factory is any callable ``factory(env, *, seed, **kwargs) -> Policy`` (a class works).
+On the command line: ``bench rollout --policy mypkg.pol:make_policy``. In a study spec
+a task's policies are a list of *refs*, each a registry name, an entry point, or an
+object naming a factory with keyword arguments and an optional display name::
+
+    "policies": {"cup": ["mypkg.pol:make_a",
+                         {"factory": "mypkg.pol:make_b", "kwargs": {"gain": 2}, "name": "b2"}]}
+
+The stored policy column (and any path part) is the ref's *label*: ``name`` if given,
+else the registry name, else the entry point with ``:`` replaced by ``.``
+(``mypkg.pol.make_a``). Import errors, a missing attribute, a factory that raises
+``TypeError`` on its arguments and a return value that is not a policy each give a
+one-line :class:`~bench.errors.BenchError` naming the entry point.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from bench.errors import BenchError
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_ENTRY_PATTERN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+REF_KEYS = ("factory", "kwargs", "name")
+
+
+def is_entry_point(text: str) -> bool:
+    return ":" in text
+
+
+def load_factory(entry_point: str) -> Any:
+    """Import ``"package.module:attr.path"`` and return the attribute (one-line errors)."""
+    if not _ENTRY_PATTERN.fullmatch(entry_point):
+        raise BenchError(f"policy entry point {entry_point!r} is malformed; write it as "
+                         "package.module:factory")
+    module_name, attr_path = entry_point.split(":", 1)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or any error raised while the module runs
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise BenchError(f"policy entry point {entry_point!r}: cannot import {module_name!r} "
+                         f"({type(exc).__name__}: {first}); install the package or fix "
+                         "PYTHONPATH") from None
+    obj: Any = module
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            raise BenchError(f"policy entry point {entry_point!r}: module {module_name!r} has "
+                             f"no attribute {attr_path!r}; check the factory name")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise BenchError(f"policy entry point {entry_point!r} is a {type(obj).__name__}, not "
+                         "a callable factory(env, *, seed, **kwargs)")
+    return obj
+
+
+def check_policy(obj: Any, *, source: str) -> Any:
+    """Return ``obj`` if it has callable ``reset`` and ``act``; else a one-line BenchError."""
+    missing = [m for m in ("reset", "act") if not callable(getattr(obj, m, None))]
+    if missing:
+        raise BenchError(f"policy entry point {source!r} returned {type(obj).__name__}, which "
+                         f"is not a Policy (missing {' and '.join(missing)}); return an object "
+                         "with reset(*, seed) and act(obs, info) -> float32 [T, 7]")
+    return obj
+
+
+def build_entry_point(entry_point: str, env: Any, *, seed: int = 0,
+                      kwargs: Mapping[str, Any] | None = None) -> Any:
+    """Call the factory of ``entry_point`` with ``env`` and ``seed``; check what it returns."""
+    factory = load_factory(entry_point)
+    try:
+        policy = factory(env, seed=seed, **dict(kwargs or {}))
+    except TypeError as exc:
+        raise BenchError(f"policy entry point {entry_point!r} cannot be called as "
+                         f"factory(env, seed=..., **kwargs): {exc}") from None
+    check_policy(policy, source=entry_point)
+    if not isinstance(getattr(policy, "name", None), str):
+        try:
+            policy.name = entry_point.replace(":", ".")
+        except AttributeError:
+            pass
+    return policy
+
+
+# --------------------------------------------------------------------------- study refs
+
+
+def check_ref(ref: Any) -> None:
+    """Refuse a malformed policy ref (str, or {"factory", "kwargs", "name"} object)."""
+    if isinstance(ref, str):
+        if not ref:
+            raise BenchError("a policy ref is empty; name a registered policy or an entry point")
+        return
+    if not isinstance(ref, Mapping):
+        raise BenchError(f"a policy ref must be a name, an entry point or an object "
+                         f"{{\"factory\": ..., \"kwargs\": {{...}}}}, got {ref!r}")
+    unknown = sorted(set(ref) - set(REF_KEYS))
+    if unknown or not isinstance(ref.get("factory"), str):
+        raise BenchError(f"policy ref {dict(ref)!r}: needs a string \"factory\" and only the "
+                         f"keys {list(REF_KEYS)}")
+    if not isinstance(ref.get("kwargs", {}), Mapping):
+        raise BenchError(f"policy ref {ref['factory']!r}: \"kwargs\" must be an object")
+    if "name" in ref and not (isinstance(ref["name"], str)
+                              and NAME_PATTERN.fullmatch(ref["name"])):
+        raise BenchError(f"policy ref {ref['factory']!r}: \"name\" must match "
+                         f"{NAME_PATTERN.pattern}, got {ref.get('name')!r}")
+
+
+def ref_factory(ref: Any) -> str:
+    return ref if isinstance(ref, str) else str(ref["factory"])
+
+
+def ref_kwargs(ref: Any) -> dict[str, Any]:
+    return {} if isinstance(ref, str) else dict(ref.get("kwargs", {}))
+
+
+def ref_label(ref: Any) -> str:
+    """The name a ref is stored under (module docstring)."""
+    if not isinstance(ref, str) and "name" in ref:
+        return str(ref["name"])
+    return ref_factory(ref).replace(":", ".")
+
+
+def validate_ref(ref: Any) -> None:
+    """Check a ref against the registry, or import its entry point (no policy is built)."""
+    from bench.policies import POLICIES
+
+    check_ref(ref)
+    factory = ref_factory(ref)
+    if is_entry_point(factory):
+        load_factory(factory)
+    else:
+        try:
+            POLICIES.entry(factory)
+        except ValueError as exc:
+            raise BenchError(str(exc) + "; or give an entry point package.module:factory"
+                             ) from None
+
+
+def build_ref(ref: Any, env: Any, *, seed: int = 0) -> Any:
+    """Build the policy a ref names for ``env``."""
+    from bench.policies.base import make_policy
+
+    return make_policy(ref_factory(ref), env, seed=seed, **ref_kwargs(ref))
