@@ -2,12 +2,15 @@
 
 One set of ``wp.func`` building blocks is used by two launch shapes:
 
-- per-substep kernels (``forces_kernel``, ``springs_kernel``, ``self_collision_kernel``,
-  ``update_kernel``), one thread per node or spring: captured into a CUDA graph, and
-  recorded on a ``wp.Tape`` for system identification;
-- ``fused_frame_kernel``: one CPU thread that runs a whole block of substeps (springs,
-  self collision, node updates) in a single launch - the CPU counterpart of the graph,
-  without per-launch overhead.
+- per-substep kernels (``forces_kernel``, ``springs_kernel``, ``update_kernel`` here and
+  ``self_collision_kernel`` in :mod:`.fused`), one thread per node or spring: captured into a
+  CUDA graph, and recorded on a ``wp.Tape`` for system identification;
+- :func:`.fused.fused_frame_kernel`: one CPU thread that runs a whole block of substeps
+  (springs, self collision, node updates) in a single launch - the CPU counterpart of the
+  graph, without per-launch overhead.
+
+The hash-grid query has no adjoint, so everything that uses it lives in :mod:`.fused`, a
+module compiled without backward passes.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def collider_distance(kind: int, size: wp.vec3, centre: wp.vec3, rot: wp.quat,
                               wp.clamp(local[2], -size[2], size[2]))
             n_local = wp.normalize(local - clamped)
         else:
-            axis = 0
+            axis = int(0)  # noqa: UP018 - a Warp variable, not a constant
             if q[1] > q[axis]:
                 axis = 1
             if q[2] > q[axis]:
@@ -155,24 +158,6 @@ def update_node(
     x_out[i] = xi + dt * vn_
 
 
-@wp.func
-def self_force(i: int, grid: wp.uint64, x: wp.array(dtype=wp.vec3),
-               rest: wp.array(dtype=wp.vec3), radius: float, query: float, exclude: float,
-               k_self: float) -> wp.vec3:
-    """Self-collision penalty on node i from nodes closer than 2 r (not rest neighbours)."""
-    xi = x[i]
-    total = wp.vec3(0.0)
-    neighbours = wp.hash_grid_query(grid, xi, query)
-    j = 0
-    while wp.hash_grid_query_next(neighbours, j):
-        if j != i:
-            d = x[j] - xi
-            length = wp.length(d)
-            if length < 2.0 * radius and wp.length(rest[j] - rest[i]) > exclude:
-                total = total - k_self * (2.0 * radius - length) * d / wp.max(length, 1.0e-12)
-    return total
-
-
 @wp.kernel
 def forces_kernel(v: wp.array(dtype=wp.vec3), mass: wp.array(dtype=float), gravity: wp.vec3,
                   drag: float, f: wp.array(dtype=wp.vec3)):
@@ -191,14 +176,6 @@ def springs_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3),
     fs = spring_force(x[a], x[b], v[a], v[b], stiffness[s], damping[s], rest[s])
     wp.atomic_add(f, a, fs)
     wp.atomic_sub(f, b, fs)
-
-
-@wp.kernel
-def self_collision_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3),
-                          rest: wp.array(dtype=wp.vec3), radius: float, query: float,
-                          exclude: float, k_self: float, f: wp.array(dtype=wp.vec3)):
-    i = wp.tid()
-    f[i] = f[i] + self_force(i, grid, x, rest, radius, query, exclude, k_self)
 
 
 @wp.kernel
@@ -222,43 +199,3 @@ def update_kernel(
                 x, v, f, mass, attach, attach_local, c_kind, c_size, c_pos0, c_pos1, c_rot0,
                 c_rot1, c_linvel, c_angvel, c_body, c_mu, body_com, x_out, v_out, body_force,
                 body_torque, c_normal)
-
-
-@wp.kernel
-def fused_frame_kernel(
-    first: int, count: int, substeps: int, dt: float, radius: float, gravity: wp.vec3,
-    drag: float, ground_on: int, ground_z: float, ground_mu: float,
-    self_on: int, grid: wp.uint64, rest_pos: wp.array(dtype=wp.vec3), query: float,
-    exclude: float, k_self: float,
-    si: wp.array(dtype=int), sj: wp.array(dtype=int), stiffness: wp.array(dtype=float),
-    damping: wp.array(dtype=float), rest: wp.array(dtype=float),
-    x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), f: wp.array(dtype=wp.vec3),
-    mass: wp.array(dtype=float), attach: wp.array(dtype=int),
-    attach_local: wp.array(dtype=wp.vec3),
-    c_kind: wp.array(dtype=int), c_size: wp.array(dtype=wp.vec3),
-    c_pos0: wp.array(dtype=wp.vec3), c_pos1: wp.array(dtype=wp.vec3),
-    c_rot0: wp.array(dtype=wp.quat), c_rot1: wp.array(dtype=wp.quat),
-    c_linvel: wp.array(dtype=wp.vec3), c_angvel: wp.array(dtype=wp.vec3),
-    c_body: wp.array(dtype=int), c_mu: wp.array(dtype=float), body_com: wp.array(dtype=wp.vec3),
-    body_force: wp.array(dtype=wp.vec3), body_torque: wp.array(dtype=wp.vec3),
-    c_normal: wp.array(dtype=float),
-):
-    """Substeps ``first .. first + count - 1`` of a frame in one launch (one CPU thread)."""
-    n = x.shape[0]
-    for s in range(count):
-        for i in range(n):
-            f[i] = mass[i] * (gravity - drag * v[i])
-        for k in range(si.shape[0]):
-            a = si[k]
-            b = sj[k]
-            fs = spring_force(x[a], x[b], v[a], v[b], stiffness[k], damping[k], rest[k])
-            f[a] = f[a] + fs
-            f[b] = f[b] - fs
-        if self_on != 0:
-            for i in range(n):
-                f[i] = f[i] + self_force(i, grid, x, rest_pos, radius, query, exclude, k_self)
-        for i in range(n):
-            update_node(i, first + s, substeps, dt, radius, ground_on, ground_z, ground_mu,
-                        x, v, f, mass, attach, attach_local, c_kind, c_size, c_pos0, c_pos1,
-                        c_rot0, c_rot1, c_linvel, c_angvel, c_body, c_mu, body_com, x, v,
-                        body_force, body_torque, c_normal)

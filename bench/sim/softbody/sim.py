@@ -219,13 +219,13 @@ class SpringMassSim:
                 self.c_linvel, self.c_angvel, self.c_body, self.c_mu, self.body_com]
 
     def _launch_fused(self, first: int) -> None:
-        from bench.sim.softbody import kernels as K
+        from bench.sim.softbody import fused as F
 
         cfg = self.config
         ground_on, ground_z = self._ground()
         grid_id = self.grid.id if self.grid is not None else self.wp.uint64(0)
         self.wp.launch(
-            K.fused_frame_kernel, dim=1, device=self.device,
+            F.fused_frame_kernel, dim=1, device=self.device,
             inputs=[first, self.block, cfg.substeps, cfg.dt, cfg.particle_radius,
                     self.wp.vec3(*cfg.gravity), cfg.drag, ground_on, ground_z,
                     cfg.ground_friction, int(cfg.self_collision), grid_id, self.rest_pos,
@@ -236,6 +236,7 @@ class SpringMassSim:
         )
 
     def _launch_block(self) -> None:
+        from bench.sim.softbody import fused as F
         from bench.sim.softbody import kernels as K
 
         wp, cfg, dev = self.wp, self.config, self.device
@@ -249,7 +250,7 @@ class SpringMassSim:
                           inputs=[self.x, self.v, self.si, self.sj, self.stiffness,
                                   self.damping, self.rest, self.f])
             if self.grid is not None:
-                wp.launch(K.self_collision_kernel, dim=n, device=dev,
+                wp.launch(F.self_collision_kernel, dim=n, device=dev,
                           inputs=[self.grid.id, self.x, self.rest_pos, cfg.particle_radius,
                                   self._query_radius(), cfg.exclude_distance,
                                   cfg.self_stiffness, self.f])
