@@ -38,6 +38,8 @@ def _register() -> None:
 
 
 _register()
+# issue 16: the deformable rope task (own package; not in ENV_IDS, which holds the rigid tasks)
+gymnasium.register("splatbench/Rope-v0", entry_point="bench.sim.softbody.rope:RopeEnv") if "splatbench/Rope-v0" not in gymnasium.registry else None  # noqa: E501
 
 
 def make_env(task: str, scene, **kwargs):
