@@ -381,12 +381,19 @@ class _RopeExpert:
 
     def reset(self, seed: int | None = None) -> None:
         self.phase = 0
+        self._beyond = None
 
     def act(self, obs, info) -> np.ndarray:
         env = self.env
-        rows = [self._row() for _ in range(env.chunk_size)] if env.config.control == "chunk" \
-            else [self._row()]
-        return np.array(rows if env.config.control == "chunk" else rows[0], np.float32)
+        self._virtual = env._target.copy()  # plan the chunk from the commanded target
+        if env.config.control != "chunk":
+            return self._row().astype(np.float32)
+        rows, phases = [], []
+        for _ in range(env.chunk_size):
+            rows.append(self._row())
+            phases.append(self.phase)
+        self.phase = phases[env.execute - 1]  # only the executed rows really happen
+        return np.array(rows, np.float32)
 
     def _row(self) -> np.ndarray:
         env = self.env
@@ -394,7 +401,19 @@ class _RopeExpert:
         table_z = env.table.height
         end = nodes[2]  # a little inside the end: both pads reach around the rope
         clip = env.world.clip
-        beyond = (clip @ np.array([0.0, 0.09, 0.0, 1.0]))[:3]
+        # carry the end past the clip on the line from the rope's far end through the gap,
+        # so the rope drapes across the opening when lowered
+        far = nodes[-1]
+        line = clip[:3, 3] - far
+        line[2] = 0.0
+        line /= max(np.linalg.norm(line), 1e-9)
+        if np.dot(line, clip[:3, 1]) < 0.2:  # far end on the wrong side: go straight through
+            line = clip[:3, 1]
+        if self.phase >= 4 and getattr(self, "_beyond", None) is not None:
+            beyond = self._beyond
+        else:
+            beyond = clip[:3, 3] + 0.07 * line
+            self._beyond = beyond if self.phase == 3 else None
         waypoints = {
             0: (np.array([end[0], end[1], table_z + 0.06]), 0.09),
             1: (np.array([end[0], end[1], table_z + 0.004]), 0.09),
@@ -406,7 +425,7 @@ class _RopeExpert:
             7: (np.array([beyond[0], beyond[1], table_z + 0.12]), 0.09),
         }
         goal, opening = waypoints[min(self.phase, 7)]
-        target = env._target if not hasattr(self, "_virtual") else self._virtual
+        target = self._virtual
         delta = goal - target[:3, 3]
         step = np.clip(delta, -0.02, 0.02)
         local = target[:3, :3].T @ step
@@ -423,15 +442,11 @@ class _RopeExpert:
         virtual[:3, 3] += step
         self._virtual = virtual
         done = np.linalg.norm(delta) < 0.003 and abs(turn) < 0.02
-        if self.phase == 2 and not env.world.grasp.holding:
-            done = False
-            self._wait = getattr(self, "_wait", 0) + 1
-            if self._wait > 10:
-                done = True
-        if self.phase in (2, 6):
-            self._count = getattr(self, "_count", 0) + 1
-            done = done and self._count > 6
+        opening_now = env.world.robot.opening(env.world.data)
+        if self.phase == 2:  # squeeze until the grasp holds (or the fingers shut on nothing)
+            done = env.world.grasp.holding or opening_now < 0.002
+        if self.phase == 6:  # let go: wait until the fingers are open again
+            done = opening_now > 0.06
         if done and self.phase < 7:
             self.phase += 1
-            self._count = 0
         return np.array([*local, 0.0, 0.0, turn, opening])
