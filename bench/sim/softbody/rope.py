@@ -18,6 +18,7 @@ rows, ``proprio``, ``wrist_rgb`` / ``object_state`` (here the rope nodes, [93]).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -87,6 +88,17 @@ def clip_crossings(nodes: np.ndarray, springs: np.ndarray, clip: np.ndarray, *,
     hit = a + t[:, None] * (b - a)
     inside = (np.abs(hit[:, 0]) < CLIP_GAP / 2) & (hit[:, 2] < 2 * POST_SIZE[2] + 0.005)
     return int((cross & inside).sum())
+
+
+@dataclass(frozen=True)
+class RopeTask:
+    """Task metadata read by :func:`bench.sim.rollout.run_episode` and manifests."""
+
+    name: str = "rope"
+    description: str = "grasp the rope near one end and route it between the clip's posts"
+    chunk_size: int = 32
+    execute: int = 8
+    max_frames: int = 600
 
 
 class RopeWorld:
@@ -183,6 +195,7 @@ class RopeEnv(gym.Env):
         self.config = base.replace(task="rope", **overrides) if overrides else base
         self.scene = resolve_scene(scene)
         self.table = TableGeometry.from_scene_table(self.scene.table)
+        self.task = RopeTask()
         self.world = RopeWorld(self.table, physics_dt=self.config.physics_dt)
         self.chunk_size = int(self.config.chunk_size or 32)
         self.execute = int(self.config.execute or 8)
@@ -219,10 +232,12 @@ class RopeEnv(gym.Env):
         self._frame, self._run, self._success, self._failure = 0, 0, False, None
         self._stages = dict.fromkeys((name for name, _ in STAGES), False)
         self._update_progress()
+        self._rows = [self._frame_row(False)]
         return self._observation(), self._info(0)
 
     def step(self, action):
         rows = self._validate(action)
+        self._rows = []
         executed = 0
         for row in rows:
             if self._frame >= self.max_frames or self._success or self._failure:
@@ -279,6 +294,28 @@ class RopeEnv(gym.Env):
         self._run = self._run + 1 if now else 0
         self._success = self._run >= self.config.success_hold_frames
         self._update_progress()
+        self._rows.append(self._frame_row(now))
+
+    def _frame_row(self, success_now: bool) -> dict[str, Any]:
+        """One frame of the state stream, in the rigid envs' format (``info["frame_states"]``)."""
+        tcp = self.world.robot.tcp_pose(self.world.data)
+        opening = self.world.robot.opening(self.world.data)
+        nodes = self.world.sim.positions()
+        identity = [1.0, 0.0, 0.0, 0.0]
+        return {
+            "frame": self._frame,
+            "ee_pose": [*tcp[:3, 3].tolist(), *mat_to_quat(tcp[:3, :3]).tolist()],
+            "gripper": min(max(opening / self.world.robot.max_opening, 0.0), 1.0),
+            "opening_m": opening,
+            "attached": "rope" if self.world.grasp.holding else "",
+            "held": bool(self.world.grasp.holding),
+            "success_now": bool(success_now),
+            "success": self._success,
+            "progress": self._progress,
+            "objects": {"rope_end": [*nodes[0].tolist(), *identity],
+                        "rope_middle": [*nodes[ROPE_NODES // 2].tolist(), *identity],
+                        "rope_far_end": [*nodes[-1].tolist(), *identity]},
+        }
 
     def crossings(self, nodes: np.ndarray | None = None) -> int:
         nodes = self.world.sim.positions() if nodes is None else nodes
@@ -331,6 +368,7 @@ class RopeEnv(gym.Env):
                       "opening": self.world.robot.opening(self.world.data),
                       "commanded_opening": self._opening},
             "tcp_target": self._target.copy(),
+            "frame_states": list(self._rows),
         }
 
     def rope_splats(self):
@@ -346,6 +384,7 @@ class RopeEnv(gym.Env):
 
     def _get_renderer(self):
         if self._renderer is None:
+            from bench.scene.gaussians import GaussianSplats
             from bench.sim.observation import ObservationRenderer
 
             env = self
@@ -353,7 +392,11 @@ class RopeEnv(gym.Env):
             class _RopeRenderer(ObservationRenderer):
                 def _gaussians(self, camera):
                     background = self.scene.background
-                    self.scene = _SceneView(background.concat(env.rope_splats()), self.scene)
+                    rope = env.rope_splats()
+                    k = background.sh_rest.shape[1]  # view-independent rope: zero SH bands
+                    rope = rope.replace(sh_rest=np.zeros((len(rope), k, 3), np.float32))
+                    merged = GaussianSplats.concat(background, rope)
+                    self.scene = _SceneView(merged, self.scene)
                     try:
                         return super()._gaussians(camera)
                     finally:
