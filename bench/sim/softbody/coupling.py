@@ -30,9 +30,13 @@ _GEOM_KINDS = {
 
 
 class GeomColliders:
-    """Named MuJoCo geoms as spring-mass colliders; bodies indexed in ``body_names`` order."""
+    """Named MuJoCo geoms as spring-mass colliders (Coulomb ``friction``, None: the sim's).
 
-    def __init__(self, model: mujoco.MjModel, geoms: list[str]) -> None:
+    Reaction bodies are the geoms' non-world bodies, in first-seen order (``body_ids``).
+    """
+
+    def __init__(self, model: mujoco.MjModel, geoms: list[str], *,
+                 friction: float | None = None) -> None:
         self.model = model
         self.geom_ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in geoms]
         if min(self.geom_ids, default=0) < 0:
@@ -55,7 +59,8 @@ class GeomColliders:
                 size[2] = 0.0
             b = int(model.geom_bodyid[g])
             self.colliders.append(Collider(kind, tuple(float(s) for s in size),
-                                           body=bodies.index(b) if b != 0 else -1))
+                                           body=bodies.index(b) if b != 0 else -1,
+                                           friction=friction))
 
     def poses(self, data: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:  # [C, 3], [C, 4]
         pos = np.array([data.geom_xpos[g] for g in self.geom_ids], np.float64)
@@ -82,7 +87,8 @@ class GeomColliders:
             kinds=kinds, sizes=np.array([c.size for c in self.colliders]),
             pos0=pos0, pos1=pos1, quat0=quat0, quat1=quat1, linvel=(pos1 - pos0) / dt,
             angvel=ang, bodies=np.array([c.body for c in self.colliders]),
-            friction=np.ones(len(pos0)),
+            friction=np.array([1.0 if c.friction is None else c.friction
+                               for c in self.colliders]),
             body_com=np.array([data.xipos[b] for b in self.body_ids]).reshape(-1, 3),
         )
 

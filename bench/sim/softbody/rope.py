@@ -140,7 +140,7 @@ class RopeWorld:
         self.hand = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, HAND_BODY)
         self.geoms = GeomColliders(self.model, ["left_pad", "right_pad", "left_finger",
                                                 "right_finger", "clip_post_left",
-                                                "clip_post_right"])
+                                                "clip_post_right"], friction=1.2)
         self.sm_config = SpringMassConfig(
             dt=2e-4, substeps=500, ground_height=table.height, ground_friction=0.6,
             collider_friction=1.2, particle_radius=ROPE_RADIUS, drag=0.5)
@@ -379,7 +379,6 @@ class RopeEnv(gym.Env):
             self._rope_rest = rope_gaussians(self.world.rest_nodes)
             self._binding = LBSBinding.bind(self._rope_rest.means, self._rope_rest.quats,
                                             self.world.rest_nodes, k=3)
-            self._binding_nodes = self.world.rest_nodes
         return self._binding.apply(self._rope_rest, self.world.sim.positions())
 
     def _get_renderer(self):

@@ -23,10 +23,17 @@ from bench.sim.softbody.model import COLLIDER_TYPES, Collider, SpringMassConfig,
 from bench.sim.softbody.reference import ColliderFrame
 
 
-def default_device() -> str:
+def init_warp():
+    """Import and initialise Warp without its banner and per-module load messages."""
     import warp as wp
 
+    wp.config.quiet = True
     wp.init()
+    return wp
+
+
+def default_device() -> str:
+    wp = init_warp()
     return "cuda:0" if wp.is_cuda_available() else "cpu"
 
 
@@ -61,9 +68,7 @@ class SpringMassSim:
         self_margin: float = 0.005,
         rebuild_every: int = 50,
     ) -> None:
-        import warp as wp
-
-        wp.init()
+        wp = init_warp()
         self.wp = wp
         self.model, self.config = model, config
         self.device = device or default_device()

@@ -49,11 +49,9 @@ class TrajectoryFit:
 
     def __init__(self, model: SpringMassModel, config: SpringMassConfig,
                  recorded: np.ndarray, *, device: str = "cpu") -> None:  # recorded [T, N, 3]
-        import warp as wp
+        from bench.sim.softbody.sim import SpringMassSim, init_warp
 
-        from bench.sim.softbody.sim import SpringMassSim
-
-        wp.init()
+        wp = init_warp()
         if config.ground_height is not None or config.self_collision:
             raise ValueError("system identification runs without ground or self contacts")
         self.wp, self.device, self.config = wp, device, config
