@@ -177,13 +177,27 @@ def from_mesh(
     stiffness: float,
     damping: float = 0.0,
 ) -> SpringMassModel:
-    """Nodes sampled uniformly inside a watertight ``trimesh.Trimesh`` (or on its surface)."""
+    """Nodes inside a watertight ``trimesh.Trimesh``, or on its surface when it is not.
+
+    Interior: a random point in each of ``count`` random interior voxels (voxels the surface
+    does not touch, so the whole cube is inside), from ``trimesh``'s voxelisation.
+    """
     import trimesh
 
-    if mesh.is_watertight:
-        points = trimesh.sample.volume_mesh(mesh, count * 4)
-        rng = np.random.default_rng(seed)
-        points = points[rng.permutation(len(points))[:count]]
+    rng = np.random.default_rng(seed)
+    if mesh.is_watertight and mesh.volume > 0:
+        pitch = (mesh.volume / (2.0 * count)) ** (1.0 / 3.0)  # ~2 voxels per node
+        for _ in range(5):
+            surface = mesh.voxelized(pitch)
+            filled = mesh.voxelized(pitch).fill()
+            inner = np.argwhere(filled.matrix & ~surface.matrix)
+            if len(inner) >= count:
+                break
+            pitch /= 1.5
+        else:
+            raise ValueError(f"mesh too thin for {count} interior nodes; lower count")
+        pick = inner[rng.permutation(len(inner))[:count]]
+        points = filled.indices_to_points(pick) + rng.uniform(-pitch / 2, pitch / 2, (count, 3))
     else:
         points, _ = trimesh.sample.sample_surface(mesh, count, seed=seed)
     return from_points(
