@@ -38,8 +38,7 @@ def _register() -> None:
 
 
 _register()
-# issue 16: the deformable rope task (own package; not in ENV_IDS, which holds the rigid tasks)
-gymnasium.register("splatbench/Rope-v0", entry_point="bench.sim.softbody.rope:RopeEnv") if "splatbench/Rope-v0" not in gymnasium.registry else None  # noqa: E501
+import bench.sim.softbody.envs  # noqa: E402,F401 - registers splatbench/Rope-v0 (issue 16)
 
 
 def make_env(task: str, scene, **kwargs):

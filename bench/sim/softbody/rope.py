@@ -383,33 +383,38 @@ class RopeEnv(gym.Env):
 
     def _get_renderer(self):
         if self._renderer is None:
-            from bench.scene.gaussians import GaussianSplats
             from bench.sim.observation import ObservationRenderer
 
-            env = self
-
-            class _RopeRenderer(ObservationRenderer):
-                def _gaussians(self, camera):
-                    background = self.scene.background
-                    rope = env.rope_splats()
-                    k = background.sh_rest.shape[1]  # view-independent rope: zero SH bands
-                    rope = rope.replace(sh_rest=np.zeros((len(rope), k, 3), np.float32))
-                    merged = GaussianSplats.concat(background, rope)
-                    self.scene = _SceneView(merged, self.scene)
-                    try:
-                        return super()._gaussians(camera)
-                    finally:
-                        self.scene = self.scene.original
-
-            self._renderer = _RopeRenderer(self.world, self.scene, self.config)
+            self._renderer = ObservationRenderer(self.world, _LiveScene(self), self.config)
         return self._renderer
 
 
-class _SceneView:
-    """A scene whose background is replaced for one render (rope Gaussians added)."""
+class _LiveScene:
+    """The env's scene with the rope's Gaussians (current node positions) in its background.
 
-    def __init__(self, background, original) -> None:
-        self.background, self.original = background, original
+    Every render path of :class:`ObservationRenderer` reads ``scene.background``, so all of
+    them draw the rope.
+    """
+
+    def __init__(self, env: RopeEnv) -> None:
+        self._env, self._key, self._merged = env, None, None
+
+    @property
+    def background(self):
+        from bench.scene.gaussians import GaussianSplats
+
+        env = self._env
+        key = (id(env.world.rest_nodes), env.world.sim.frames, env.world.sim.version)
+        if key != self._key:
+            background = env.scene.background
+            rope = env.rope_splats()
+            k = background.sh_rest.shape[1]  # view-independent rope: zero SH bands
+            rope = rope.replace(sh_rest=np.zeros((len(rope), k, 3), np.float32))
+            self._merged, self._key = GaussianSplats.concat(background, rope), key
+        return self._merged
+
+    def __getattr__(self, name: str):
+        return getattr(self._env.scene, name)
 
 
 def rope_expert(env: RopeEnv) -> Any:

@@ -95,6 +95,7 @@ class SpringMassSim:
         self._build_arrays()
         self._graph = None
         self.frames = 0
+        self.version = 0  # bumped by set_state (renderers cache on (frames, version))
 
     # -- arrays -----------------------------------------------------------------------------
     def _build_arrays(self) -> None:
@@ -145,6 +146,7 @@ class SpringMassSim:
         return self.v.numpy().astype(np.float64)
 
     def set_state(self, x: np.ndarray, v: np.ndarray | None = None) -> None:  # [N, 3], [N, 3]
+        self.version += 1
         self.x.assign(np.asarray(x, np.float32))
         self.v.assign(np.zeros_like(x, np.float32) if v is None else np.asarray(v, np.float32))
 
