@@ -34,6 +34,8 @@ CLI_MODULES = (
     "bench.study.cli",  # bench study run | export
     "protocols.cli",  # bench tables, bench reliability, bench stats
     "bench.demo.cli",  # bench demo
+    "bench.align.cli",  # bench align color | pose (issue 16)
+    "bench.sim.softbody.cli",  # bench softbody rollout (issue 16)
 )
 
 

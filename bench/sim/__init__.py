@@ -45,6 +45,7 @@ def _register() -> None:
 
 
 _register()
+import bench.sim.softbody.envs  # noqa: E402,F401 - registers splatbench/Rope-v0 (issue 16)
 
 
 def make_env(task, scene, **kwargs):
