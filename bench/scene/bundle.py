@@ -363,18 +363,20 @@ def write_scene_files(bundle: SceneBundle, directory: str | os.PathLike) -> dict
     return {"background": background, "scene": scene}
 
 
-def save_scene(bundle: SceneBundle, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+def save_scene(bundle: SceneBundle, path: str | os.PathLike, *, overwrite: bool = False,
+               inputs: tuple = ()) -> Path:
     """Save a bundle to a new directory (staged: nothing is left behind on failure).
 
     Args:
         bundle: The scene (background in the world frame).
         path: Output directory.
-        overwrite: Replace an existing directory.
+        overwrite: Replace an existing bench output directory.
+        inputs: Further paths ``path`` may not overlap (the bundle's own root always counts).
 
     Returns:
         The output directory.
     """
     path = Path(path)
-    with staged_output_dir(path, overwrite=overwrite) as tmp:
+    with staged_output_dir(path, overwrite=overwrite, inputs=(bundle.root, *inputs)) as tmp:
         write_scene_files(bundle, tmp)
     return path
