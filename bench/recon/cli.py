@@ -181,7 +181,11 @@ def _run_capture_select(args: argparse.Namespace) -> int:
             frames = select_from_images(lists, intervals=args.intervals, fps=args.fps,
                                         root=args.out.resolve(), cameras=cameras,
                                         show_progress=True)
-        selected = CaptureManifest(tuple(frames), root=tmp)
+        import os
+
+        roots = tuple(sorted({os.path.relpath(Path(folder).resolve(), args.out.resolve())
+                              for folder in images.values()}))  # the allow-list of --images
+        selected = CaptureManifest(tuple(frames), root=tmp, image_roots=roots)
         selected.save(tmp / "capture.json")
         _write_capture_provenance(
             tmp / "capture.json", selected, tool="capture-select/1",

@@ -32,6 +32,7 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.provenance import atomic_write_bytes, atomic_write_json, read_json, staged_output_dir
+from bench.safety import copy_tree_closed, is_within, resolve_inside
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.ply import read_gaussians, stored_count, write_ply
 from bench.scene.transforms import Similarity, transform_splats
@@ -40,6 +41,8 @@ SCENE_FORMAT = "splatbench-scene/1"
 SCENE_FILE = "scene.json"
 BACKGROUND_FILE = "background.ply"
 COPIED_FOLDERS = ("cameras", "objects")
+#: Environment variable that lets scene.json name absolute paths (bundles are closed otherwise).
+ALLOW_ABSOLUTE_ENV = "SPLATBENCH_ALLOW_ABSOLUTE_PATHS"
 KNOWN_KEYS = {"format", "name", "background", "world_from_splat", "table", "keepouts", "cameras"}
 
 
@@ -49,6 +52,9 @@ class SceneWarning(UserWarning):
 
 def _floats(value: Any, count: int, what: str) -> tuple[float, ...]:
     try:
+        if isinstance(value, str | bytes | dict) or any(
+                isinstance(v, bool | str | bytes) for v in value):
+            raise TypeError  # "0.5" or true must not pass as numbers
         out = tuple(float(v) for v in value)
     except (TypeError, ValueError):
         raise BenchError(f"{what} must be a list of {count} numbers, got {value!r}") from None
@@ -269,11 +275,15 @@ def _read_scene_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_scene_spec(path: str | os.PathLike) -> tuple[SceneBundle, Path]:
+def read_scene_spec(path: str | os.PathLike, *,
+                    allow_absolute: bool = False) -> tuple[SceneBundle, Path]:
     """Read and validate only ``scene.json`` (the background PLY is not touched).
 
     Args:
         path: Bundle directory (or its ``scene.json``).
+        allow_absolute: Accept absolute ``background`` / camera paths (also
+            enabled by the environment variable ``SPLATBENCH_ALLOW_ABSOLUTE_PATHS=1``).
+            Relative paths must stay inside the bundle (symbolic links resolved) either way.
 
     Returns:
         A bundle with an empty background holding the name, registration, table,
@@ -301,8 +311,21 @@ def read_scene_spec(path: str | os.PathLike) -> tuple[SceneBundle, Path]:
     cameras = data.get("cameras") or {}
     if not isinstance(cameras, dict) or not all(isinstance(v, str) for v in cameras.values()):
         raise BenchError(f"{json_path}: 'cameras' must map role names to relative file paths")
+    allow_absolute = allow_absolute or os.environ.get(ALLOW_ABSOLUTE_ENV) == "1"
+    fix = (f"use a path relative to the bundle that stays inside it (set {ALLOW_ABSOLUTE_ENV}=1 "
+           "to allow absolute paths)")
+    for role, rel in cameras.items():
+        resolve_inside(root, rel, what=f'{json_path}: "cameras" role {role!r}',
+                       allow_absolute=allow_absolute, fix=fix)
+    background = resolve_inside(root, data.get("background", BACKGROUND_FILE),
+                                what=f'{json_path}: "background"', allow_absolute=allow_absolute,
+                                fix=fix)
+    name = data.get("name", root.name)
+    if not isinstance(name, str) or not name.strip():
+        raise BenchError(f'{json_path}: "name" must be a non-empty string, got '
+                         f"{type(name).__name__} {name!r:.40}; fix the scene name")
     spec = SceneBundle(
-        name=str(data.get("name", root.name)),
+        name=name,
         background=GaussianSplats.empty(),
         world_from_splat=matrix,
         table=table,
@@ -311,21 +334,23 @@ def read_scene_spec(path: str | os.PathLike) -> tuple[SceneBundle, Path]:
         root=root,
         extra_json={k: v for k, v in data.items() if k not in KNOWN_KEYS},
     )
-    return spec, root / data.get("background", BACKGROUND_FILE)
+    return spec, background
 
 
-def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> SceneBundle:
+def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False,
+               allow_absolute: bool = False) -> SceneBundle:
     """Load a scene bundle; the background is returned in the world frame.
 
     Args:
         path: Bundle directory (or its ``scene.json``).
         drop_nonfinite: Drop NaN/Inf Gaussians instead of raising.
+        allow_absolute: See :func:`read_scene_spec` (bundles are closed by default).
 
     Raises:
         BenchError: Missing/invalid scene.json, a bad background file, a
             non-similarity ``world_from_splat``, an empty table footprint.
     """
-    spec, background_path = read_scene_spec(path)
+    spec, background_path = read_scene_spec(path, allow_absolute=allow_absolute)
     splat = read_gaussians(background_path, drop_nonfinite=drop_nonfinite)
     dropped = stored_count(background_path) - len(splat) if drop_nonfinite else 0
     if dropped:
@@ -348,11 +373,12 @@ def write_scene_files(bundle: SceneBundle, directory: str | os.PathLike) -> dict
     write_ply(background, bundle.splat_background())
     if bundle.root is not None and bundle.root.resolve() != directory.resolve():
         for folder in COPIED_FOLDERS:
-            if (bundle.root / folder).is_dir():
-                shutil.copytree(bundle.root / folder, directory / folder, dirs_exist_ok=True)
+            if (bundle.root / folder).is_dir():  # links leaving the folder are refused
+                copy_tree_closed(bundle.root / folder, directory / folder)
         for rel in bundle.cameras.values():  # camera files kept outside cameras/
             source, target = bundle.root / rel, directory / rel
             inside = target.resolve().is_relative_to(directory.resolve())
+            inside = inside and is_within(source, bundle.root)
             if inside and source.is_file() and not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target)
