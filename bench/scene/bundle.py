@@ -352,6 +352,9 @@ def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False,
     """
     spec, background_path = read_scene_spec(path, allow_absolute=allow_absolute)
     splat = read_gaussians(background_path, drop_nonfinite=drop_nonfinite)
+    if len(splat) == 0:
+        raise BenchError(f"{background_path}: the background holds 0 Gaussians; a scene needs "
+                         "at least one (re-export the reconstruction)")
     dropped = stored_count(background_path) - len(splat) if drop_nonfinite else 0
     if dropped:
         warnings.warn(f"{background_path}: dropped {dropped} Gaussians with NaN/Inf "
