@@ -154,12 +154,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     command = " ".join(a for a in (args.command, getattr(args, "subcommand", None)) if a)
+    real_stdout = sys.stdout
     try:
+        sys.stdout = _GuardedStream(real_stdout)  # tells a failing stdout from a failing --out
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning(command)  # restored when the block ends
             code = int(args.func(args) or 0)
-        sys.stdout.flush()  # a full disk or a closed pipe on stdout is reported here, once
+        sys.stdout.flush()  # a full disk on stdout is reported here, once
         return code
+    except StdoutError as exc:
+        if isinstance(exc.error, BrokenPipeError):
+            _silence_stdout()
+            return 141
+        _silence_stdout()
+        print(f"bench {command}: error: cannot write to standard output "
+              f"({exc.error.strerror or exc.error}); redirect it to a file on a disk with "
+              "space, or to a terminal", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
         return 130
@@ -169,35 +180,50 @@ def main(argv: list[str] | None = None) -> int:
     except _user_error_types() as exc:
         if os.environ.get("SPLATBENCH_DEBUG"):
             raise
-        if isinstance(exc, OSError) and _stdout_failed():
-            _silence_stdout()
-            message = f"cannot write to standard output ({exc.strerror or exc}); redirect it " \
-                "to a file with space or a terminal"
-        else:
-            message = describe_error(exc)
-        print(f"bench {command}: error: {message}", file=sys.stderr)
+        print(f"bench {command}: error: {describe_error(exc)}", file=sys.stderr)
         return 2
+    finally:
+        if isinstance(sys.stdout, _GuardedStream):
+            sys.stdout = real_stdout
 
 
-def _stdout_failed() -> bool:
-    """Whether standard output itself is what failed (e.g. redirected to /dev/full)."""
-    try:
-        sys.stdout.flush()
-    except OSError:
-        return True
-    return False
+class StdoutError(Exception):
+    """Writing to standard output failed (``error`` is the OSError)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _GuardedStream:
+    """Wraps ``sys.stdout`` so its OSErrors surface as :class:`StdoutError`."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise StdoutError(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise StdoutError(exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot fail a second time."""
+    stream = sys.stdout._stream if isinstance(sys.stdout, _GuardedStream) else sys.stdout
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-    try:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces the broken stream for good
-    except OSError:
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):
         pass
 
 

@@ -125,6 +125,17 @@ def check_output_path(out: str | os.PathLike, *, inputs: Iterable[Any] | None = 
     return out
 
 
+def check_parents(out: str | os.PathLike, *, flag: str = "--out") -> None:
+    """Refuse an output whose nearest existing ancestor is a file (nothing could be created)."""
+    out = Path(out)
+    for parent in (out.parent, *out.parent.parents):
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise BenchError(f"{flag} {out}: {parent} is a file, not a directory; choose "
+                                 f"another {flag}")
+            return
+
+
 def preflight_output_dir(out: str | os.PathLike, *, overwrite: bool,
                          inputs: Iterable[Any] | None = (),
                          flag: str = "--out") -> Path:
@@ -145,12 +156,7 @@ def preflight_output_dir(out: str | os.PathLike, *, overwrite: bool,
             raise BenchError(f"output directory {out} exists; pass --overwrite or choose "
                              f"another {flag}")
         check_replaceable(out, inputs=inputs, flag=flag)
-    for parent in (out.parent, *out.parent.parents):
-        if parent.exists() or parent.is_symlink():
-            if not parent.is_dir():
-                raise BenchError(f"{flag} {out}: {parent} is a file, not a directory; choose "
-                                 f"another {flag}")
-            break
+    check_parents(out, flag=flag)
     return out
 
 
@@ -167,12 +173,7 @@ def check_output_file(out: str | os.PathLike, *, overwrite: bool,
         raise BenchError(f"{flag} {out} is a directory; name a file")
     if out.exists() and not overwrite:
         raise BenchError(f"{out} exists; pass --overwrite or choose another {flag}")
-    for parent in (out.parent, *out.parent.parents):
-        if parent.exists() or parent.is_symlink():
-            if not parent.is_dir():
-                raise BenchError(f"{flag} {out}: {parent} is a file, not a directory; choose "
-                                 f"another {flag}")
-            break
+    check_parents(out, flag=flag)
     return out
 
 
@@ -284,13 +285,13 @@ def resolve_inside(root: str | os.PathLike, rel: Any, *, what: str,
     return joined
 
 
-def copy_tree_closed(source: str | os.PathLike, target: str | os.PathLike) -> None:
-    """Copy a bundle folder; a symbolic link must point inside ``source`` (copied as its file).
+def check_tree_closed(source: str | os.PathLike) -> None:
+    """Refuse a symbolic link under ``source`` that points outside it (or a linked ``source``).
 
     Raises:
-        BenchError: A symbolic link under ``source`` leaves it (the copy is not started).
+        BenchError: The first such link, with where it points and the fix.
     """
-    source, target = Path(source), Path(target)
+    source = Path(source)
     if source.is_symlink() and not is_within(source, source.parent):
         raise BenchError(f"{source} is a symbolic link leaving its bundle; replace it with the "
                          "real folder")
@@ -298,12 +299,18 @@ def copy_tree_closed(source: str | os.PathLike, target: str | os.PathLike) -> No
     for dirpath, dirnames, filenames in os.walk(source):
         for name in dirnames + filenames:
             entry = Path(dirpath) / name
-            if entry.is_symlink():
-                pointed = real(entry)
-                if not pointed.is_relative_to(base):
-                    raise BenchError(f"{entry} is a symbolic link to {os.readlink(entry)}, "
-                                     f"outside the bundle folder {source}; replace it with "
-                                     "the file itself")
+            if entry.is_symlink() and not real(entry).is_relative_to(base):
+                raise BenchError(f"{entry} is a symbolic link to {os.readlink(entry)}, outside "
+                                 f"the bundle folder {source}; replace it with the file itself")
+
+
+def copy_tree_closed(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Copy a bundle folder; a symbolic link must point inside ``source`` (copied as its file).
+
+    Raises:
+        BenchError: A symbolic link under ``source`` leaves it (the copy is not started).
+    """
+    check_tree_closed(source)
     shutil.copytree(source, target, symlinks=False, dirs_exist_ok=True)  # links checked above
 
 

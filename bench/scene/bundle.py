@@ -32,7 +32,7 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.provenance import atomic_write_bytes, atomic_write_json, read_json, staged_output_dir
-from bench.safety import copy_tree_closed, is_within, resolve_inside
+from bench.safety import check_tree_closed, copy_tree_closed, is_within, resolve_inside
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.ply import read_gaussians, stored_count, write_ply
 from bench.scene.transforms import Similarity, transform_splats
@@ -320,6 +320,9 @@ def read_scene_spec(path: str | os.PathLike, *,
     background = resolve_inside(root, data.get("background", BACKGROUND_FILE),
                                 what=f'{json_path}: "background"', allow_absolute=allow_absolute,
                                 fix=fix)
+    for folder in COPIED_FOLDERS:  # copied on save: refuse links leaving the bundle now
+        if (root / folder).is_dir():
+            check_tree_closed(root / folder)
     name = data.get("name", root.name)
     if not isinstance(name, str) or not name.strip():
         raise BenchError(f'{json_path}: "name" must be a non-empty string, got '

@@ -66,7 +66,7 @@ def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bench.errors import BenchError
-    from bench.safety import check_output_path
+    from bench.safety import check_output_path, check_parents
     from bench.study.store import DB_NAME, ResultsStore
 
     path = Path(args.results)
@@ -74,6 +74,9 @@ def _export(args: argparse.Namespace) -> int:
     if not db.is_file():
         raise BenchError(f"no results database at {db}; pass a study output directory")
     check_output_path(args.out, inputs=[("--results", db)])
+    check_parents(args.out)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise BenchError(f"--out {args.out} is a file; name a directory for the CSV files")
     with ResultsStore.open_read_only(db) as store:
         written = store.export_csv(args.out)
     print("wrote " + ", ".join(str(p) for p in written.values()))
