@@ -11,6 +11,8 @@
   the bundle), its background file's header reads, and the camera files the
   quality stage reads (``test`` and ``obs_probe`` of each clean scene) load
   and hold cameras of a sane size;
+* every scene (given bundles loaded, sample rooms generated) passes the
+  rollout stage's table-registration check;
 * ``--out`` neither equals, contains nor lies inside any input;
 * the free space at ``--out`` covers an estimate of what the run writes.
 """
@@ -29,6 +31,8 @@ from bench.study.spec import CLEAN, StudySpec
 MAX_ROLLOUTS = 1_000_000
 #: Bytes per Gaussian of a written background (INRIA PLY layout, SH degree 3, normals).
 PLY_BYTES_PER_GAUSSIAN = 62 * 4
+#: Most Gaussians of one generated sample room.
+MAX_SAMPLE_GAUSSIANS = 20_000_000
 #: Bytes per stored rollout row (SQLite + WAL + CSV export), generous.
 ROW_BYTES = 2048
 #: Fixed overhead: tables, figures, manifests, the database itself.
@@ -57,6 +61,13 @@ def check_names(spec: StudySpec) -> None:
 
 def check_size(spec: StudySpec) -> int:
     """Refuse a plan above :data:`MAX_ROLLOUTS`; returns the planned count."""
+    if spec.sample_gaussians > MAX_SAMPLE_GAUSSIANS:
+        raise BenchError(f"sample_gaussians {spec.sample_gaussians:,} exceeds the limit of "
+                         f"{MAX_SAMPLE_GAUSSIANS:,} ({MAX_SAMPLE_GAUSSIANS:,} x "
+                         f"{PLY_BYTES_PER_GAUSSIAN} B = "
+                         f"{MAX_SAMPLE_GAUSSIANS * PLY_BYTES_PER_GAUSSIAN / 2**30:.1f} GiB per "
+                         "room); lower it")
+    check_image_size(*spec.image_size, what="image_size")
     total = planned_rollouts(spec)
     if total > MAX_ROLLOUTS:
         raise BenchError(
@@ -114,6 +125,37 @@ def check_bundles(spec: StudySpec) -> tuple[list[Path], int]:
     return inputs, background_bytes
 
 
+def check_tables(spec: StudySpec) -> None:
+    """The rollout stage's table-registration check, on every scene, before ``--out`` exists.
+
+    Loads each given bundle (and generates each sample room) once; the env refuses a
+    scene whose table lies out of view of the background, and finding that after
+    hours of scoring would strand the output.
+    """
+    import dataclasses
+
+    from bench.scene.bundle import load_scene
+    from bench.scene.sample import make_sample_scene
+    from bench.sim.config import EnvConfig
+    from bench.sim.env import check_table_registration
+    from bench.sim.world import TableGeometry
+
+    minimum = EnvConfig().min_table_gaussians
+    scenes = [(f"sample scene {name!r}", lambda n=name, seed=seed: dataclasses.replace(
+        make_sample_scene(seed=seed, n_gaussians=spec.sample_gaussians), name=n))
+        for name, seed in spec.sample_scenes.items()]
+    scenes += [(what, lambda root=root: load_scene(root))
+               for what, _scene, root, _clean in _bundle_inputs(spec)]
+    for what, load in scenes:
+        try:
+            bundle = load()
+            table = TableGeometry.from_scene_table(bundle.require_table())
+            check_table_registration(bundle, table, minimum=minimum)
+        except BenchError as exc:
+            hint = "; raise sample_gaussians" if what.startswith("sample") else ""
+            raise BenchError(f"{what}: {exc}{hint}") from None
+
+
 def estimate_bytes(spec: StudySpec, background_bytes: int) -> tuple[int, str]:
     """A generous estimate of what the run writes under ``--out``, and its arithmetic."""
     presets = len([c for c in spec.conditions if c != CLEAN])
@@ -157,11 +199,14 @@ def check_study(spec: StudySpec, out: str | os.PathLike, *,
     out = Path(out)
     check_names(spec)
     check_size(spec)
-    inputs, background_bytes = check_bundles(spec)
     given = [("--spec", spec_file)] if spec_file is not None else []
     if spec_file is not None and Path(spec_file).name == "study.json" \
             and os.path.realpath(Path(spec_file).parent) == os.path.realpath(out):
         given = []  # the study's own resolved spec
-    check_output_path(out, inputs=[*given, *inputs])
+    roots = [root for _what, _scene, root, _clean in _bundle_inputs(spec)]
+    check_output_path(out, inputs=[*given, *roots])  # cheap, before any bundle is read
+    inputs, background_bytes = check_bundles(spec)
+    check_output_path(out, inputs=inputs)
     check_disk(out, *estimate_bytes(spec, background_bytes))
+    check_tables(spec)
     return inputs

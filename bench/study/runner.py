@@ -82,6 +82,13 @@ def _contents(out: Path) -> list[Path]:
     return [p for p in out.iterdir() if p.name not in (MARKER, LOCK_FILE)]
 
 
+def _is_study_output(out: Path) -> bool:
+    """Ours: the bench's ownership marker (written first) or a study spec."""
+    from bench.safety import MARKER
+
+    return (out / MARKER).is_file() or (out / SPEC_FILE).is_file()
+
+
 def clean_staging(out: Path) -> int:
     """Remove staging leftovers of killed runs (``.*.tmp`` anywhere under ``out``); count."""
     from bench.safety import remove_inside
@@ -113,6 +120,9 @@ def open_output(spec: StudySpec, out: Path, *, resume: bool, overwrite: bool,
         raise BenchError(f"--out {out} is a symbolic link; pass the directory itself")
     if out.exists() and not out.is_dir():
         raise BenchError(f"--out {out} is a file, not a directory; choose a directory path")
+    if out.is_dir() and _contents(out) and not _is_study_output(out):  # before any write
+        raise BenchError(f"{out} exists and is not a study output (no {SPEC_FILE} or "
+                         f"{safety.MARKER}); choose another --out")
     fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     if fresh or not _contents(out):
@@ -120,9 +130,8 @@ def open_output(spec: StudySpec, out: Path, *, resume: bool, overwrite: bool,
     lock = OutputLock(out)
     try:
         existing = _contents(out)
-        ours = (out / safety.MARKER).is_file() or (out / SPEC_FILE).is_file()
         if existing:
-            if not ours:
+            if not _is_study_output(out):
                 raise BenchError(f"{out} exists and is not a study output (no {SPEC_FILE} or "
                                  f"{safety.MARKER}); choose another --out")
             if overwrite and not resume:

@@ -162,8 +162,11 @@ class ResultsStore:
         store = cls.__new__(cls)
         store.path = path
         try:
-            store._db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True,
-                                        isolation_level=None, timeout=30.0)
+            # No -wal file: no writer has it open (WAL writers keep one), so read it as
+            # immutable - SQLite then creates no -shm/-wal beside it. Else plain read-only.
+            live = Path(f"{path}-wal").exists()
+            uri = f"file:{quote(str(path.resolve()))}?mode=ro" + ("" if live else "&immutable=1")
+            store._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
             tables = {r[0] for r in store._db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             schema = store.get_meta("schema") if "meta" in tables else None

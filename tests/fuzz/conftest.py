@@ -72,12 +72,12 @@ def run_refused(argv: list, capsys, workspace: Path, *, fragment: str | None = N
 
 @pytest.fixture(scope="session")
 def sample_scene(tmp_path_factory) -> Path:
-    """A small registered sample room (200 Gaussians), written once; copy before editing."""
+    """A small registered sample room (3000 Gaussians), written once; copy before editing."""
     from bench.scene.bundle import save_scene
     from bench.scene.sample import make_sample_scene
 
     path = tmp_path_factory.mktemp("fuzz_scene") / "room"
-    save_scene(make_sample_scene(seed=0, n_gaussians=200), path)
+    save_scene(make_sample_scene(seed=0, n_gaussians=3000), path)
     return path
 
 
