@@ -480,4 +480,19 @@ def _write_tables(spec: StudySpec, store: ResultsStore, out: Path, analyse: Any)
     with staged_output_dir(target, overwrite=True, flag="tables/") as tmp:
         tables = analyse(spec, store, tmp)
         store.export_csv(tmp)
-    return tables
+    return _moved(tables, tmp, target)
+
+
+def _moved(value: Any, old: Path, new: Path) -> Any:
+    """``value`` with every path under ``old`` (the staging dir) re-rooted at ``new``."""
+    if isinstance(value, dict):
+        return {k: _moved(v, old, new) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_moved(v, old, new) for v in value)
+    if isinstance(value, Path) and value.is_relative_to(old):
+        return new / value.relative_to(old)
+    if isinstance(value, str) and value.startswith(str(old) + os.sep):
+        return str(new) + value[len(str(old)):]
+    if isinstance(value, str) and value.startswith(old.name + os.sep):  # relative to out
+        return new.name + value[len(old.name):]
+    return value
