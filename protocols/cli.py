@@ -58,7 +58,10 @@ def _check_out_not_inside_data(out: Path, data: Path) -> None:
     """--out may not be, contain, or lie inside --data (``bench.safety``)."""
     from bench.safety import check_output_path
 
-    check_output_path(out, inputs=[data])
+    out_r, data_r = out.resolve(), data.resolve()
+    if out_r == data_r or out_r in data_r.parents:
+        raise ValueError(f"--out {out} would replace the input data {data}; choose another --out")
+    check_output_path(out, inputs=[("--data", data)])
 
 
 def _run_tables_yubi(args: argparse.Namespace) -> int:

@@ -138,9 +138,6 @@ def _validate(args: argparse.Namespace) -> None:
     from bench.safety import check_image_size, preflight_output_dir
 
     check_image_size(*args.image_size, what="--image-size")
-    if not args.force_threshold > 0 or args.force_threshold == float("inf"):
-        raise BenchError(f"--force-threshold must be a positive finite force in newtons, got "
-                         f"{args.force_threshold}")
     for flag, value in (("--execute", args.execute), ("--max-frames", args.max_frames)):
         if value is not None and value < 1:
             raise BenchError(f"{flag} must be >= 1 frame, got {value}")
