@@ -145,13 +145,23 @@ def _read_long_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found; pass an existing CSV file")
     with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(
-                f"{path.name} lacks columns {missing}; expected header {','.join(columns)}"
-            )
-        rows = list(reader)
+        reader = csv.DictReader(handle, strict=True)
+        try:
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(
+                    f"{path.name} lacks columns {missing}; expected header {','.join(columns)}"
+                )
+            rows = list(reader)
+        except csv.Error as exc:
+            raise ValueError(f"{path.name}: malformed CSV ({exc}; an unclosed quote?); fix the "
+                             "quoting") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{path.name} is not UTF-8 text; re-save it as UTF-8 CSV") from None
+    short = [i for i, row in enumerate(rows, start=2) if None in row.values() or None in row]
+    if short:
+        raise ValueError(f"{path.name} line {short[0]}: wrong number of fields; every row needs "
+                         f"{','.join(columns)}")
     if not rows:
         raise ValueError(f"{path.name} has a header but no rows; add one row per (scene, variant)")
     return rows

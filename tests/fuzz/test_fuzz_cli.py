@@ -110,7 +110,7 @@ def test_issue10_tables_yubi_out_inside_data_refused(workspace, refused):
     shutil.copytree(Path(__file__).resolve().parents[2] / "results" / "yubi" / "data", data)
     refused(["tables", "yubi", "--data", data, "--out", data / "tables"], fragment="inside")
     refused(["tables", "yubi", "--data", data, "--out", workspace, "--overwrite"],
-            fragment="contains")
+            fragment="would replace the input data")
 
 
 @pytest.mark.parametrize(("value", "fragment"), [
@@ -228,7 +228,11 @@ def test_issue10_corrupt_png_in_score(workspace, refused):
 def test_issue10_csv_unclosed_quote(workspace, refused):
     (workspace / "scores.csv").write_text('scene,variant,method,quality\n"r,clean,psnr,30\n')
     (workspace / "labels.csv").write_text("scene,variant,task,label\nr,clean,cup,1\n")
-    refused(["reliability", "--scores", "scores.csv", "--labels", "labels.csv", "--out", "o"])
+    refused(["reliability", "--scores", "scores.csv", "--labels", "labels.csv", "--out", "o"],
+            fragment="fix the quoting")
+    (workspace / "scores.csv").write_text("scene,variant,method,quality\nr,clean\n")
+    refused(["reliability", "--scores", "scores.csv", "--labels", "labels.csv", "--out", "o"],
+            fragment="wrong number of fields")
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [
