@@ -138,11 +138,14 @@ def collect_overrides(args: argparse.Namespace, kind: str) -> dict:
 def run_perturb(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from bench.errors import BenchError
     from bench.safety import preflight_output_dir
     from bench.scene.bundle import load_scene
     from perturbations.apply import apply_perturbation, save_perturbed
     from perturbations.registry import PERTURBATIONS, make_params
 
+    if args.seed < 0:
+        raise BenchError(f"--seed must be a non-negative integer, got {args.seed}")
     name = args.preset or args.kind
     kind = PERTURBATIONS.entry(name).meta["kind"]
     overrides = collect_overrides(args, kind)

@@ -177,6 +177,7 @@ class CaptureManifest:
             raise BenchError(f"{source} is empty: it lists no source frames; "
                              "select frames first (`bench capture select`, or "
                              "select_from_videos / select_from_images)")
+        self.check_closed(source)  # before anything else reads an image path
         ids = self.frame_ids
         if len(set(ids)) != len(ids):
             raise BenchError(f"{source}: frame ids are not unique; give every frame its own id")
@@ -201,7 +202,6 @@ class CaptureManifest:
             if _norm(view.image) in train_images:
                 raise BenchError(f"{source}: test view {view.id!r} uses training image "
                                  f"{view.image!r}; held-out views must be separate images")
-        self.check_closed(source)
         if check_files:
             self._check_files(source)
 
@@ -325,7 +325,11 @@ def manifest_from_dict(data: Any, *, root: str | os.PathLike = ".",
             raise BenchError(f"{source}: frame {i} needs 'id' and 'timestamp' (seconds)")
         cams = {str(lens): _camera(c, f"{source}: frame {item['id']!r} lens {lens!r}")
                 for lens, c in (item.get("cameras") or {}).items()}
-        frames.append(SourceFrame(id=str(item["id"]), timestamp=float(item["timestamp"]),
+        stamp = item["timestamp"]
+        if isinstance(stamp, bool) or not isinstance(stamp, int | float):
+            raise BenchError(f"{source}: frame {i} 'timestamp' must be a number of seconds, got "
+                             f"{stamp!r:.40}")
+        frames.append(SourceFrame(id=str(item["id"]), timestamp=float(stamp),
                                   images={str(k): str(v) for k, v in
                                           (item.get("images") or {}).items()},
                                   cameras=cams))

@@ -422,11 +422,14 @@ def _add_coverage(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_coverage_plan(args: argparse.Namespace) -> int:
+    from bench.errors import BenchError
     from bench.provenance import atomic_write_json, sha256_file
     from bench.recon.capture import CaptureManifest
     from bench.safety import check_output_file
     from perturbations.coverage import make_plan
 
+    if args.seed < 0:
+        raise BenchError(f"--seed must be a non-negative integer, got {args.seed}")
     check_output_file(args.out, overwrite=args.overwrite, inputs=[("--manifest", args.manifest)])
     manifest = CaptureManifest.load(args.manifest)
     plan = make_plan(manifest.frames, args.mode, fraction=args.fraction, seed=args.seed)

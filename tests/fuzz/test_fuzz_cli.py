@@ -436,3 +436,57 @@ def test_colmap_binary_generated_corruptions(workspace, refused):
     for data in (good[:9], good[:-3], struct.pack("<Q", 10**12) + good[8:]):
         (model / "images.bin").write_bytes(data)
         refused(render("scene", "out", "--cameras", model))
+
+
+def _capture(ws: Path) -> Path:
+    """A tiny capture manifest whose frame image lies inside its directory."""
+    cap = ws / "cap"
+    cap.mkdir()
+    import imageio.v3 as iio
+
+    iio.imwrite(cap / "f0.png", np.zeros((8, 8, 3), np.uint8))
+    manifest = {"format": "splatbench-capture/1",
+                "frames": [{"id": "f0", "timestamp": 0.0, "images": {"left": "f0.png"}}]}
+    (cap / "capture.json").write_text(json.dumps(manifest))
+    return cap / "capture.json"
+
+
+@pytest.mark.parametrize(("edit", "fragment"), [
+    (lambda m: m["frames"][0]["images"].update(left="../victim/scan.ply"), "outside"),
+    (lambda m: m["frames"][0]["images"].update(left="/etc/passwd"), "absolute path"),
+    (lambda m: m["frames"][0].update(timestamp="soon"), "'timestamp' must be a number"),
+    (lambda m: m.update(image_roots="frames"), "'image_roots' must be a list"),
+])
+def test_capture_manifests_closed_and_typed(workspace, refused, edit, fragment):
+    from bench.recon.capture import CAPTURE_FORMAT
+
+    path = _capture(workspace)
+    data = json.loads(path.read_text())
+    data["format"] = CAPTURE_FORMAT
+    edit(data)
+    path.write_text(json.dumps(data))
+    refused(["coverage", "plan", "--manifest", path, "--mode", "random", "--fraction", "0.5",
+             "--out", "plan.json"], fragment=fragment)
+
+
+def test_capture_image_roots_allow_list(workspace, capsys):
+    from bench.recon.capture import CAPTURE_FORMAT, CaptureManifest
+
+    path = _capture(workspace)
+    (workspace / "victim" / "f1.png").write_bytes((path.parent / "f0.png").read_bytes())
+    data = json.loads(path.read_text())
+    data["format"] = CAPTURE_FORMAT
+    data["frames"][0]["images"]["left"] = "../victim/f1.png"
+    data["image_roots"] = ["../victim"]
+    path.write_text(json.dumps(data))
+    assert CaptureManifest.load(path, require_views=False).frames[0].images["left"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["perturb", "--preset", "floaters-mid", "--scene", "scene", "--out", "o", "--seed", "-1"],
+    ["coverage", "plan", "--manifest", "scene/scene.json", "--mode", "random", "--fraction",
+     "0.5", "--seed", "-1", "--out", "p.json"],
+    ["train", "--manifest", "scene/scene.json", "--out", "t", "--seed", "-1"],
+])
+def test_negative_seeds_named(workspace, refused, argv):
+    refused(argv, fragment="--seed")
