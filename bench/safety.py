@@ -218,14 +218,6 @@ def check_replaceable(out: str | os.PathLike, *,
                          f"remove it yourself or choose another {flag}")
 
 
-def remove_bench_output(out: str | os.PathLike, *,
-                        inputs: Iterable[Any] | None = (),
-                        flag: str = "--out") -> None:
-    """Delete a bench output directory after :func:`check_replaceable` (never follows links)."""
-    check_replaceable(out, inputs=inputs, flag=flag)
-    shutil.rmtree(out)
-
-
 def remove_inside(path: str | os.PathLike, root: str | os.PathLike) -> None:
     """Delete ``path`` (a staging leftover) only if it lies strictly inside ``root``."""
     path = Path(path)

@@ -119,6 +119,8 @@ def check_bundles(spec: StudySpec) -> tuple[list[Path], int]:
                     raise BenchError(f"camera file {path} of role {role!r} holds no cameras")
                 for cam in cameras:
                     check_image_size(cam.height, cam.width, what=f"camera {cam.name!r} of {path}")
+                    if role == "test" and cam.name:  # captured images are saved by this name
+                        check_name(cam.name, what=f"camera name in {path}")
                 inputs.append(path)
         except BenchError as exc:
             raise BenchError(f"{what}: {exc}") from None

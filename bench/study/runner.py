@@ -38,7 +38,7 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest, sha256_file
-from bench.safety import remove_inside
+from bench.safety import check_name, remove_inside
 from bench.study.lock import OutputLock
 from bench.study.spec import CLEAN, StudySpec
 from bench.study.store import ResultsStore, RolloutRow
@@ -302,7 +302,8 @@ def capture_images(spec: StudySpec, out: Path, scene: str, clean: ConditionBundl
     folder.mkdir(parents=True, exist_ok=True)
     outputs = {}
     for i, (cam, image) in enumerate(zip(cameras, images, strict=True)):
-        name = (getattr(cam, "name", "") or f"view_{i:04d}") + ".png"
+        name = check_name(getattr(cam, "name", "") or f"view_{i:04d}",
+                          what=f"test camera name of scene {scene!r}") + ".png"
         path = folder / name
         atomic_write_bytes(path, iio.imwrite("<bytes>", image, extension=".png"))
         outputs[name] = path

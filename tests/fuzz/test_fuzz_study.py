@@ -158,3 +158,12 @@ def test_spec_numbers_generated(workspace, refused, value):
             continue  # valid seeds
         write_spec(workspace, **{key: value})
         refused(study("--spec", "spec.json", "--out", "out"))
+
+
+def test_test_camera_names_are_path_parts(workspace, refused):
+    cams_path = workspace / "scene" / "cameras" / "test.json"
+    cams = json.loads(cams_path.read_text())
+    cams[0]["name"] = "../../../victim/clean/important"
+    cams_path.write_text(json.dumps(cams))
+    write_spec(workspace, scenes={"lab": str(workspace / "scene")}, sample_scenes={})
+    refused(study("--spec", "spec.json", "--out", "out"), fragment="camera name")
