@@ -490,3 +490,37 @@ def test_capture_image_roots_allow_list(workspace, capsys):
 ])
 def test_negative_seeds_named(workspace, refused, argv):
     refused(argv, fragment="--seed")
+
+
+def test_cameras_convert_never_replaces_its_source(workspace, refused):
+    shutil.copy(workspace / "scene" / "cameras" / "test.json", workspace / "c.json")
+    refused(["cameras", "convert", "c.json", "c.json", "--overwrite"], fragment="must differ")
+    model = _colmap(workspace, "text")
+    refused(["cameras", "convert", model, model / "cams.json", "--overwrite"], fragment="inside")
+
+
+@pytest.mark.parametrize(("error", "fragment"), [
+    (PermissionError(13, "Permission denied", "/x/out"), "Permission denied: /x/out; check"),
+    (IsADirectoryError(21, "Is a directory", "/x/out.csv"), "a directory stands where a file"),
+    (OSError(30, "Read-only file system", "/ro"), "file system is read-only"),
+    (OSError(28, "No space left on device", "/full"), "disk is full"),
+    (MemoryError(), "out of memory"),
+    (OverflowError("int too large"), "too large"),
+    (struct.error("unpack requires a buffer of 8 bytes"), "truncated or corrupt"),
+    (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "not UTF-8"),
+    (TypeError("float() argument must be a string or a real number"), "wrong type"),
+    (SyntaxError("broken PNG file"), "image file is corrupt"),
+    (RecursionError("maximum recursion depth exceeded"), "nested too deeply"),
+])
+def test_funnel_turns_every_user_error_into_one_line(monkeypatch, capsys, error, fragment):
+    """Whatever a handler raises from user data comes out as one line with a fix, exit 2."""
+    import protocols.cli
+
+    def boom(args):
+        raise error
+
+    monkeypatch.setattr(protocols.cli, "_run_stats", boom)
+    code = main(["stats", "wilson", "1", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    assert err[0].startswith("bench stats wilson: error: ") and fragment in err[0], err
