@@ -8,7 +8,12 @@ imports (torch, mujoco, warp) happen inside the handlers.
 
 Errors: a :class:`bench.errors.BenchError` or ``ValueError`` raised by a handler
 is printed as one line ``bench <cmd>: error: ...`` with exit code 2, never a
-traceback. Set ``SPLATBENCH_DEBUG=1`` to see the traceback.
+traceback; so are the errors user input can cause deeper down (every ``OSError``
+with its file and errno-specific advice, truncated/corrupt files: ``struct.error``,
+``EOFError``, ``zlib.error``, PIL's ``SyntaxError``; ``csv.Error``,
+``UnicodeDecodeError``, ``TypeError``, ``OverflowError``, ``MemoryError``,
+``sqlite3.Error``), see :func:`describe_error`. ``KeyError``/``IndexError`` stay
+tracebacks: they are bugs. Set ``SPLATBENCH_DEBUG=1`` to see the traceback.
 """
 
 from __future__ import annotations
@@ -69,6 +74,82 @@ def _one_line_warning(command: str):
     return show
 
 
+def _oserror_fix(exc: OSError) -> str:
+    """The repair advice for an operating-system error, by errno."""
+    import errno
+
+    fixes = {
+        errno.EACCES: "check the permissions or choose another path",
+        errno.EPERM: "check the permissions (or an immutable flag) or choose another path",
+        errno.EROFS: "the file system is read-only; choose a writable path",
+        errno.ENOSPC: "the disk is full; free space or choose another path",
+        errno.EDQUOT: "the disk quota is exceeded; free space or choose another path",
+        errno.EISDIR: "a directory stands where a file is expected; choose another path",
+        errno.ENOTDIR: "a file stands where a directory is expected; choose another path",
+        errno.ENOENT: "check the path",
+        errno.EEXIST: "remove it or choose another path",
+        errno.ENAMETOOLONG: "use a shorter path",
+        errno.ELOOP: "a symbolic link loops; fix or remove it",
+        errno.EMFILE: "too many open files; raise `ulimit -n`",
+    }
+    return fixes.get(exc.errno or -1, "check the path and try again")
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an exception the user's input caused: the problem and the fix."""
+    import csv
+    import struct
+    import zlib
+
+    text = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, ValueError) and not isinstance(exc, UnicodeDecodeError):
+        return text  # BenchError and validating ValueErrors already name the problem and fix
+    if isinstance(exc, OSError) and not type(exc).__module__.startswith("PIL"):
+        if exc.errno is None:  # raised by the bench with its own message
+            return text
+        where = "" if exc.filename is None else str(exc.filename)
+        if exc.filename2 is not None:
+            where = f"{where} -> {exc.filename2}"
+        reason = exc.strerror or text
+        return f"{reason}: {where}; {_oserror_fix(exc)}" if where else \
+            f"{reason}; {_oserror_fix(exc)}"
+    if isinstance(exc, MemoryError):
+        return ("out of memory; reduce the sizes asked for (image size, trials, counts) or use a "
+                "machine with more memory")
+    if isinstance(exc, RecursionError):
+        return "an input file is nested too deeply to read; check that it is the right file"
+    if isinstance(exc, OverflowError):
+        return f"a number is too large ({text}); use a value in the documented range"
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"an input file is not UTF-8 text ({text}); check that it is the right file "
+                "or re-save it as UTF-8")
+    if isinstance(exc, struct.error | EOFError | zlib.error):
+        return (f"an input file is truncated or corrupt ({type(exc).__name__}: {text}); "
+                "re-export or re-copy it")
+    if isinstance(exc, csv.Error):
+        return f"malformed CSV ({text}); fix the quoting in the CSV file"
+    if isinstance(exc, TypeError):
+        return (f"a value in the input has the wrong type ({text}); check the types of the "
+                "values in the files and options you passed")
+    if isinstance(exc, SyntaxError | OSError):  # PIL reports bad image data this way
+        return f"an image file is corrupt or not an image ({text}); re-export it"
+    return f"{type(exc).__name__}: {text}"
+
+
+#: What the funnel turns into one line: user input can cause each of these.
+USER_ERRORS = (ValueError, OSError, TypeError, OverflowError, MemoryError, RecursionError,
+               SyntaxError, EOFError)
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    import csv
+    import sqlite3
+    import struct
+    import zlib
+
+    return (*USER_ERRORS, struct.error, csv.Error, zlib.error, sqlite3.Error)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     parser = build_parser()
@@ -77,23 +158,77 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     command = " ".join(a for a in (args.command, getattr(args, "subcommand", None)) if a)
+    real_stdout = sys.stdout
     try:
+        sys.stdout = _GuardedStream(real_stdout)  # tells a failing stdout from a failing --out
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning(command)  # restored when the block ends
-            return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
-        if os.environ.get("SPLATBENCH_DEBUG"):
-            raise
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"bench {command}: error: {message}", file=sys.stderr)
+            code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full disk on stdout is reported here, once
+        return code
+    except StdoutError as exc:
+        if isinstance(exc.error, BrokenPipeError):
+            _silence_stdout()
+            return 141
+        _silence_stdout()
+        print(f"bench {command}: error: cannot write to standard output "
+              f"({exc.error.strerror or exc.error}); redirect it to a file on a disk with "
+              "space, or to a terminal", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `bench scene info X | head`: the reader left, stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail too
+        _silence_stdout()
         return 141
+    except _user_error_types() as exc:
+        if os.environ.get("SPLATBENCH_DEBUG"):
+            raise
+        print(f"bench {command}: error: {describe_error(exc)}", file=sys.stderr)
+        return 2
+    finally:
+        if isinstance(sys.stdout, _GuardedStream):
+            sys.stdout = real_stdout
+
+
+class StdoutError(Exception):
+    """Writing to standard output failed (``error`` is the OSError)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _GuardedStream:
+    """Wraps ``sys.stdout`` so its OSErrors surface as :class:`StdoutError`."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise StdoutError(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise StdoutError(exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail a second time."""
+    stream = sys.stdout._stream if isinstance(sys.stdout, _GuardedStream) else sys.stdout
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

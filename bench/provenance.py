@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -154,27 +154,47 @@ def _hashed(paths: dict[str, str | os.PathLike] | None) -> dict[str, dict[str, s
 
 
 @contextmanager
-def staged_output_dir(out_dir: str | os.PathLike, *, overwrite: bool) -> Iterator[Path]:
+def staged_output_dir(out_dir: str | os.PathLike, *, overwrite: bool,
+                      inputs: Iterable[Any] | None = (),
+                      flag: str = "--out") -> Iterator[Path]:
     """Yield a temp directory next to ``out_dir``; rename it into place on success.
 
-    Refuses an existing ``out_dir`` unless ``overwrite``. On any exception the
-    temp directory is removed and ``out_dir`` is left as it was.
+    The safety rules of :mod:`bench.safety` are enforced here, so every command
+    inherits them: ``out_dir`` may not equal, contain or lie inside any of
+    ``inputs`` (links resolved); an existing ``out_dir`` is refused unless
+    ``overwrite``, and even then it is replaced only if the bench wrote it (it
+    carries the ownership marker :data:`bench.safety.MARKER`, which this function
+    writes into every directory it stages). On any exception the temp directory
+    is removed and ``out_dir`` is left as it was.
+
+    Args:
+        out_dir: The output directory.
+        overwrite: Replace an existing bench output directory.
+        inputs: Every path the command reads (files or directories; or ``(flag, path)``).
+        flag: The option that named ``out_dir``, for messages.
     """
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise BenchError(f"output path {out_dir} is a file, not a directory; choose another --out")
-    if out_dir.exists() and not overwrite:
-        raise BenchError(
-            f"output directory {out_dir} exists; pass --overwrite or choose another --out"
-        )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    from bench import safety
+
+    out_dir = safety.preflight_output_dir(out_dir, overwrite=overwrite, inputs=inputs, flag=flag)
+    parent = out_dir.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=parent))
+    old: Path | None = None
     try:
+        (tmp / safety.MARKER).write_bytes(safety.marker_json())
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700; follow the umask like mkdir
         if out_dir.exists():
-            shutil.rmtree(out_dir)
+            safety.check_replaceable(out_dir, inputs=inputs, flag=flag)  # still ours?
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old.tmp",
+                                        dir=parent))
+            os.replace(out_dir, old / "previous")  # the old output stays whole until the swap
         os.replace(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and (old / "previous").exists() and not out_dir.exists():
+            os.replace(old / "previous", out_dir)  # put the previous output back
         raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

@@ -150,6 +150,11 @@ def run(args: argparse.Namespace) -> int:
     existing = [p for p in outputs if p.exists()]
     if existing and not args.overwrite:
         raise BenchError(f"{existing[0]} exists; pass --overwrite or choose another --out")
+    from bench.safety import check_output_file
+
+    inputs = [args.scene, args.gt, args.pred, args.frames, args.clean]
+    for path in outputs:  # no output file may be, or lie inside, an input
+        check_output_file(path, overwrite=True, inputs=inputs)
     names = [m.strip() for m in (args.metrics or DEFAULT_METRICS[protocol]).split(",") if m.strip()]
     if not names or len(set(names)) != len(names):
         raise BenchError(f"--metrics {args.metrics!r} must list distinct scorer names")

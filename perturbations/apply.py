@@ -145,10 +145,14 @@ def perturb_manifest(result: PerturbResult, outputs: dict[str, Path]) -> dict[st
 
 
 def save_perturbed(result: PerturbResult, out: str | os.PathLike, *,
-                   overwrite: bool = False) -> Path:
-    """Write the edited bundle + ``manifest.json`` into ``out`` (staged, all or nothing)."""
+                   overwrite: bool = False, inputs: tuple = ()) -> Path:
+    """Write the edited bundle + ``manifest.json`` into ``out`` (staged, all or nothing).
+
+    ``out`` may not overlap the source bundle or any further ``inputs`` (``bench.safety``).
+    """
     out = Path(out)
-    with staged_output_dir(out, overwrite=overwrite) as tmp:
+    inputs = (result.bundle.root, *inputs)
+    with staged_output_dir(out, overwrite=overwrite, inputs=inputs) as tmp:
         paths = write_scene_files(result.bundle, tmp)
         atomic_write_json(tmp / "manifest.json", perturb_manifest(result, paths))
     return out

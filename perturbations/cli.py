@@ -139,19 +139,19 @@ def run_perturb(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bench.errors import BenchError
+    from bench.safety import preflight_output_dir
     from bench.scene.bundle import load_scene
     from perturbations.apply import apply_perturbation, save_perturbed
     from perturbations.registry import PERTURBATIONS, make_params
 
+    if args.seed < 0:
+        raise BenchError(f"--seed must be a non-negative integer, got {args.seed}")
     name = args.preset or args.kind
     kind = PERTURBATIONS.entry(name).meta["kind"]
     overrides = collect_overrides(args, kind)
     make_params(name, **overrides)  # validate parameters before reading anything big
     out, scene_dir = Path(args.out), Path(args.scene)
-    if out.exists() and not args.overwrite:
-        raise BenchError(f"output directory {out} exists; pass --overwrite or choose another --out")
-    if out.resolve() == scene_dir.resolve():
-        raise BenchError("--out must differ from --scene (the input would be replaced)")
+    preflight_output_dir(out, overwrite=args.overwrite, inputs=[("--scene", scene_dir)])
     started = time.perf_counter()
     bundle = load_scene(scene_dir, drop_nonfinite=args.drop_nonfinite)
     bundle.require_table()
@@ -159,7 +159,7 @@ def run_perturb(args: argparse.Namespace) -> int:
     result = apply_perturbation(bundle, name, seed=args.seed, **overrides)
     del bundle  # the input arrays (world + splat frame) are not needed for writing
     _progress(f"{result.tool} ({name}): {result.stats.counts()}", started)
-    save_perturbed(result, out, overwrite=args.overwrite)
+    save_perturbed(result, out, overwrite=args.overwrite, inputs=(scene_dir,))
     _progress(f"wrote {out} ({len(result.bundle.background):,} Gaussians)", started)
     return 0
 

@@ -38,6 +38,12 @@ BANDS = {"low": (0.05, 0.15), "mid": (0.15, 0.25), "high": (0.25, 0.35)}  # metr
 MAX_TRIES_PER_CLUSTER = 1000
 
 
+#: Most floater Gaussians one edit adds (clusters x per cluster): 10 M x 248 B = 2.5 GB.
+MAX_FLOATERS = 10_000_000
+#: Most clusters (rejection-sampled one at a time).
+MAX_CLUSTERS = 100_000
+
+
 @dataclass(frozen=True)
 class FloaterParams:
     """Parameters of the floaters editor.
@@ -74,6 +80,14 @@ class FloaterParams:
         put("band", check_range(self.band, "floater band", "metres above the table"))
         put("num_clusters", check_count(self.num_clusters, "floater cluster count"))
         put("per_cluster", check_count(self.per_cluster, "Gaussians per floater cluster"))
+        added = self.num_clusters * self.per_cluster
+        if added > MAX_FLOATERS:  # checked before any array is allocated
+            raise BenchError(f"{self.num_clusters:,} clusters x {self.per_cluster:,} per cluster = "
+                             f"{added:,} floaters exceeds the limit of {MAX_FLOATERS:,}; lower "
+                             "--clusters or --per-cluster")
+        if self.num_clusters > MAX_CLUSTERS:  # clusters are placed one by one
+            raise BenchError(f"{self.num_clusters:,} floater clusters exceed the limit of "
+                             f"{MAX_CLUSTERS:,}; lower --clusters")
         put("clearance", check_non_negative(self.clearance, "floater clearance", "metres"))
         put("cluster_std", check_non_negative(self.cluster_std, "floater cluster std", "metres"))
         put("scale", check_positive(self.scale, "floater scale", "metres"))

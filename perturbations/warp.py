@@ -16,11 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.errors import BenchError
 from bench.scene.bundle import KeepoutBox, TableSpec
 from bench.scene.gaussians import GaussianSplats
 from perturbations.base import EditStats, check_count, check_non_negative, check_range
 
 VERSION = 1
+
+
+#: Most domes of one warp edit (each is evaluated against every affected Gaussian).
+MAX_DOMES = 100_000
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,9 @@ class WarpParams:
             object.__setattr__(self, name, value)
 
         put("num_domes", check_count(self.num_domes, "warp dome count"))
+        if self.num_domes > MAX_DOMES:
+            raise BenchError(f"{self.num_domes:,} warp domes exceed the limit of {MAX_DOMES:,}; "
+                             "lower --domes")
         put("height_range", check_range(self.height_range, "warp dome height", "metres"))
         put("radius_range", check_range(self.radius_range, "warp dome radius", "metres",
                                         low_min=1e-9))

@@ -55,19 +55,26 @@ def _tables_needs_paper(args: argparse.Namespace) -> int:
 
 
 def _check_out_not_inside_data(out: Path, data: Path) -> None:
+    """--out may not be, contain, or lie inside --data (``bench.safety``)."""
+    from bench.safety import check_output_path
+
     out_r, data_r = out.resolve(), data.resolve()
     if out_r == data_r or out_r in data_r.parents:
         raise ValueError(f"--out {out} would replace the input data {data}; choose another --out")
+    check_output_path(out, inputs=[("--data", data)])
 
 
 def _run_tables_yubi(args: argparse.Namespace) -> int:
     from bench.provenance import staged_output_dir
+    from bench.safety import preflight_output_dir
     from protocols.yubi import load_yubi
     from protocols.yubi_report import regenerate
 
-    data = load_yubi(args.data)
     _check_out_not_inside_data(args.out, args.data)
-    with staged_output_dir(args.out, overwrite=args.overwrite) as staging:
+    preflight_output_dir(args.out, overwrite=args.overwrite, inputs=[("--data", args.data)])
+    data = load_yubi(args.data)
+    with staged_output_dir(args.out, overwrite=args.overwrite,
+                           inputs=[("--data", args.data)]) as staging:
         checks = regenerate(data, staging)
     table1 = checks["table1"]
     rel = checks["reliability"].get("reliability", {})
@@ -138,13 +145,23 @@ def _read_long_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found; pass an existing CSV file")
     with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(
-                f"{path.name} lacks columns {missing}; expected header {','.join(columns)}"
-            )
-        rows = list(reader)
+        reader = csv.DictReader(handle, strict=True)
+        try:
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(
+                    f"{path.name} lacks columns {missing}; expected header {','.join(columns)}"
+                )
+            rows = list(reader)
+        except csv.Error as exc:
+            raise ValueError(f"{path.name}: malformed CSV ({exc}; an unclosed quote?); fix the "
+                             "quoting") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{path.name} is not UTF-8 text; re-save it as UTF-8 CSV") from None
+    short = [i for i, row in enumerate(rows, start=2) if None in row.values() or None in row]
+    if short:
+        raise ValueError(f"{path.name} line {short[0]}: wrong number of fields; every row needs "
+                         f"{','.join(columns)}")
     if not rows:
         raise ValueError(f"{path.name} has a header but no rows; add one row per (scene, variant)")
     return rows
@@ -206,10 +223,13 @@ def load_labels(
 
 def _run_reliability(args: argparse.Namespace) -> int:
     from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
+    from bench.safety import preflight_output_dir
     from protocols.metric_directions import is_lower_better
     from protocols.reliability import evaluate_methods
     from protocols.yubi_report import write_predictions, write_reliability
 
+    inputs = [("--scores", args.scores), ("--labels", args.labels)]
+    preflight_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)
     scores = load_scores(args.scores)
     labels, all_name = load_labels(args.labels, all_target=args.all_target)
     both = set(args.lower_better) & set(args.higher_better)
@@ -237,7 +257,8 @@ def _run_reliability(args: argparse.Namespace) -> int:
         )
     results, predictions = evaluate_methods(scores, labels, lower_better=directions)
     targets = list(labels)
-    with staged_output_dir(args.out, overwrite=args.overwrite) as staging:
+    with staged_output_dir(args.out, overwrite=args.overwrite,
+                           inputs=inputs) as staging:
         negated = [m for m in scores if directions[m]]
         written = write_reliability(staging, "reliability", results, targets, all_target=all_name,
                                     negated=negated)
@@ -324,11 +345,26 @@ def _whole(text: str, name: str) -> int:
         value = float(text)
     except ValueError:
         raise ValueError(f"{name} must be a whole number, got {text!r}") from None
-    if value != int(value):
+    if not abs(value) <= MAX_COUNT or value != int(value):  # also refuses inf and nan
         raise ValueError(
-            f"{name} must be a whole number, got {text!r}; counts are numbers of trials"
+            f"{name} must be a whole number of trials (at most {MAX_COUNT:.0e}), got {text!r}"
         )
     return int(value)
+
+
+MAX_COUNT = 1e12  # trials; beyond this float counts lose integer precision in the statistics
+
+
+def _level(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number in (0, 1), e.g. 0.95, got {text!r}") from None
+    if not 0.0 < value < 1.0:  # also refuses nan
+        raise ValueError(
+            f"{name} must be between 0 and 1 (exclusive), e.g. 0.95 for 95%, got {text!r}"
+        )
+    return value
 
 
 def _rates(text: str, name: str) -> list[float]:
@@ -365,7 +401,7 @@ def _run_stats(args: argparse.Namespace) -> int:
         )
         return 0
     k, n = _whole(args.k, "K"), _whole(args.n, "N")
-    confidence = _number(args.confidence, "--confidence")
+    confidence = _level(args.confidence, "--confidence")
     if name == "beta":
         post = stats.beta_posterior(k, n)
         ci = post.credible_interval(confidence)

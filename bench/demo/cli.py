@@ -41,7 +41,11 @@ def run(args: argparse.Namespace) -> int:
 
     from bench.demo.run import DemoConfig, run_demo
     from bench.errors import BenchError
+    from bench.safety import preflight_output_dir
 
+    if args.seed < 0:
+        raise BenchError(f"--seed must be >= 0, got {args.seed}")
+    preflight_output_dir(args.out, overwrite=args.overwrite)
     options = dict(QUICK) if args.quick else {}
     if args.gaussians is not None:
         if args.gaussians < 100:

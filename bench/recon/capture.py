@@ -102,12 +102,17 @@ class CaptureManifest:
         views: Training views (each names its source frame).
         test_views: Held-out test views (never trained on).
         root: Directory that image paths are relative to.
+        image_roots: The allow-list of further folders (relative to ``root``, or
+            absolute) that image paths may resolve into besides ``root`` itself, e.g.
+            the source folders of ``bench capture select --images``. Any other image
+            path leaving ``root`` (``..``, an absolute path, a symbolic link) is refused.
     """
 
     frames: tuple[SourceFrame, ...]
     views: tuple[View, ...] = ()
     test_views: tuple[View, ...] = ()
     root: Path = Path(".")
+    image_roots: tuple[str, ...] = ()
 
     @property
     def frame_ids(self) -> list[str]:
@@ -115,12 +120,31 @@ class CaptureManifest:
         return [f.id for f in self.frames]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "format": CAPTURE_FORMAT,
             "frames": [f.to_dict() for f in self.frames],
             "views": [v.to_dict() for v in self.views],
             "test_views": [v.to_dict() for v in self.test_views],
         }
+        if self.image_roots:
+            data["image_roots"] = list(self.image_roots)
+        return data
+
+    def check_closed(self, source: str = "capture manifest") -> None:
+        """Refuse an image path that leaves ``root`` and every folder of ``image_roots``."""
+        from bench.safety import resolve_inside
+
+        allow = [self.root / r for r in self.image_roots]
+        fix = ("keep images inside the capture directory or list their folder in "
+               "\"image_roots\"")
+        for frame in self.frames:
+            for lens, image in frame.images.items():
+                resolve_inside(self.root, image, what=f"{source}: frame {frame.id!r} lens "
+                               f"{lens!r} image", allow=allow, allow_absolute=bool(allow),
+                               fix=fix)
+        for view in (*self.views, *self.test_views):
+            resolve_inside(self.root, view.image, what=f"{source}: view {view.id!r} image",
+                           allow=allow, allow_absolute=bool(allow), fix=fix)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write ``capture.json`` atomically (paths stay relative to its directory)."""
@@ -153,6 +177,7 @@ class CaptureManifest:
             raise BenchError(f"{source} is empty: it lists no source frames; "
                              "select frames first (`bench capture select`, or "
                              "select_from_videos / select_from_images)")
+        self.check_closed(source)  # before anything else reads an image path
         ids = self.frame_ids
         if len(set(ids)) != len(ids):
             raise BenchError(f"{source}: frame ids are not unique; give every frame its own id")
@@ -300,13 +325,20 @@ def manifest_from_dict(data: Any, *, root: str | os.PathLike = ".",
             raise BenchError(f"{source}: frame {i} needs 'id' and 'timestamp' (seconds)")
         cams = {str(lens): _camera(c, f"{source}: frame {item['id']!r} lens {lens!r}")
                 for lens, c in (item.get("cameras") or {}).items()}
-        frames.append(SourceFrame(id=str(item["id"]), timestamp=float(item["timestamp"]),
+        stamp = item["timestamp"]
+        if isinstance(stamp, bool) or not isinstance(stamp, int | float):
+            raise BenchError(f"{source}: frame {i} 'timestamp' must be a number of seconds, got "
+                             f"{stamp!r:.40}")
+        frames.append(SourceFrame(id=str(item["id"]), timestamp=float(stamp),
                                   images={str(k): str(v) for k, v in
                                           (item.get("images") or {}).items()},
                                   cameras=cams))
     views = tuple(_view(v, f"{source}: view", test=False) for v in data.get("views") or [])
     tests = tuple(_view(v, f"{source}: test view", test=True) for v in data.get("test_views") or [])
-    return CaptureManifest(tuple(frames), views, tests, Path(root))
+    roots = data.get("image_roots") or []
+    if not isinstance(roots, list) or not all(isinstance(r, str) and r for r in roots):
+        raise BenchError(f"{source}: 'image_roots' must be a list of folder paths")
+    return CaptureManifest(tuple(frames), views, tests, Path(root), tuple(roots))
 
 
 # --------------------------------------------------------------------------- frame selection

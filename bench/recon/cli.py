@@ -96,11 +96,12 @@ def _add_capture(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
-def _check_new_file(out: Path, overwrite: bool, manifest: Path | None = None) -> None:
+def _check_new_file(out: Path, overwrite: bool, manifest: Path | None = None,
+                    inputs: tuple = ()) -> None:
     from bench.errors import BenchError
+    from bench.safety import check_output_file
 
-    if out.exists() and not overwrite:
-        raise BenchError(f"{out} exists; pass --overwrite or choose another --out")
+    check_output_file(out, overwrite=overwrite, inputs=(("--manifest", manifest), *inputs))
     if manifest is not None and out.resolve().parent != manifest.resolve().parent:
         raise BenchError(f"--out must be in the directory of --manifest ({manifest.parent}) so "
                          "that image paths stay valid")
@@ -144,17 +145,27 @@ def _run_capture_select(args: argparse.Namespace) -> int:
     sources = videos or images
     if args.intervals < 1:  # before scanning any video
         raise BenchError(f"--intervals must be >= 1, got {args.intervals}")
-    if images and (args.fps is None or not args.fps > 0):
+    if images and args.fps is None:
         raise BenchError("--images needs --fps, the frame rate of the sequences in frames/s")
+    if args.fps is not None and not 0 < args.fps < 1e6:
+        raise BenchError(f"--fps must be a positive frame rate in frames/s, got {args.fps}")
+    if args.intervals > 1_000_000:
+        raise BenchError(f"--intervals {args.intervals:,} is above the limit of 1,000,000")
+    from bench.safety import check_name, preflight_output_dir
+
+    for lens in sources:
+        check_name(lens, what="lens name")
+    preflight_output_dir(args.out, overwrite=args.overwrite,
+                         inputs=[*sources.values(), *_pairs(args.camera, "--camera").values()])
     unknown = sorted(set(_pairs(args.camera, "--camera")) - set(sources))
     if unknown:
         raise BenchError(f"--camera names lens {unknown[0]!r}, which has no --video/--images; "
                          f"lenses given: {', '.join(sorted(sources))}")
     cameras = {lens: load_cameras(path)[0] for lens, path in _pairs(args.camera,
                                                                    "--camera").items()}
-    if args.out.exists() and not args.overwrite:
-        raise BenchError(f"{args.out} exists; pass --overwrite or choose another --out")
-    with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+    with staged_output_dir(args.out, overwrite=args.overwrite,
+                           inputs=[*sources.values(), *_pairs(args.camera, "--camera").values()]
+                           ) as tmp:
         if videos:
             frames = select_from_videos(videos, tmp / "frames", intervals=args.intervals,
                                         root=tmp, cameras=cameras, show_progress=True)
@@ -170,7 +181,11 @@ def _run_capture_select(args: argparse.Namespace) -> int:
             frames = select_from_images(lists, intervals=args.intervals, fps=args.fps,
                                         root=args.out.resolve(), cameras=cameras,
                                         show_progress=True)
-        selected = CaptureManifest(tuple(frames), root=tmp)
+        import os
+
+        roots = tuple(sorted({os.path.relpath(Path(folder).resolve(), args.out.resolve())
+                              for folder in images.values()}))  # the allow-list of --images
+        selected = CaptureManifest(tuple(frames), root=tmp, image_roots=roots)
         selected.save(tmp / "capture.json")
         _write_capture_provenance(
             tmp / "capture.json", selected, tool="capture-select/1",
@@ -188,11 +203,16 @@ def _run_capture_reproject(args: argparse.Namespace) -> int:
     from bench.provenance import staged_output_dir
     from bench.recon.capture import CaptureManifest
     from bench.recon.reproject import reproject_capture
+    from bench.safety import check_image_size, resolve_inside
 
+    check_image_size(args.size, args.size, what="--size")
     _check_new_file(args.out, args.overwrite, args.manifest)
     manifest = CaptureManifest.load(args.manifest, require_views=False)
-    target = manifest.root / args.views_dir
-    with staged_output_dir(target, overwrite=args.overwrite) as tmp:
+    target = resolve_inside(manifest.root, args.views_dir, what="--views-dir",
+                            fix="name a folder inside the capture directory")
+    sources = {(manifest.root / rel).parent for f in manifest.frames for rel in f.images.values()}
+    with staged_output_dir(target, overwrite=args.overwrite, flag="--views-dir",
+                           inputs=[args.manifest, *sorted(sources)]) as tmp:
         result = reproject_capture(manifest, views_dir=args.views_dir, image_dir=tmp,
                                    size=args.size, lenses=args.lenses, show_progress=True)
     result.save(args.out)
@@ -208,7 +228,7 @@ def _run_capture_import(args: argparse.Namespace) -> int:
     from bench.recon.capture import CaptureManifest, import_poses
     from bench.scene.cameras import load_cameras
 
-    _check_new_file(args.out, args.overwrite, args.manifest)
+    _check_new_file(args.out, args.overwrite, args.manifest, inputs=(("--cameras", args.cameras),))
     manifest = CaptureManifest.load(args.manifest)
     posed = import_poses(manifest, load_cameras(args.cameras))
     posed.validate()
@@ -280,10 +300,14 @@ def _run_train(args: argparse.Namespace) -> int:
     config.validate()
     if args.max_gaussians < 1 or args.random_init_points < 2:
         raise BenchError("--max-gaussians must be >= 1 and --random-init-points >= 2")
-    if args.out.exists() and not args.overwrite:
-        raise BenchError(f"output directory {args.out} exists; pass --overwrite or choose "
-                         "another --out")
+    from bench.safety import preflight_output_dir
+
+    inputs = [("--manifest", args.manifest), ("--plan", args.plan), ("--scene", args.scene),
+              ("--init", args.init)]
+    preflight_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)
     manifest = CaptureManifest.load(args.manifest)
+    preflight_output_dir(args.out, overwrite=args.overwrite,
+                         inputs=[("capture root", manifest.root)])
     plan = CoveragePlan.load(args.plan) if args.plan is not None else None
     if plan is not None:
         plan.check_against(manifest.frame_ids, source=f"coverage plan {args.plan}")
@@ -317,7 +341,10 @@ def _write_outputs(args, config, manifest, plan, result) -> None:
 
     bundle = registered_bundle(result.splats, name=args.name or args.out.name,
                                reference=args.scene)
-    with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+    with staged_output_dir(args.out, overwrite=args.overwrite,
+                           inputs=[("--manifest", args.manifest), ("--plan", args.plan),
+                                   ("--scene", args.scene), ("--init", args.init),
+                                   ("capture root", manifest.root)]) as tmp:
         written = write_scene_files(bundle, tmp)
         columns = ["step", "train_loss", "test_l1", "test_psnr", "num_gaussians"]
         text = io.StringIO()
@@ -398,13 +425,12 @@ def _run_coverage_plan(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
     from bench.provenance import atomic_write_json, sha256_file
     from bench.recon.capture import CaptureManifest
+    from bench.safety import check_output_file
     from perturbations.coverage import make_plan
 
-    if args.out.exists() and not args.overwrite:
-        raise BenchError(f"{args.out} exists; pass --overwrite or choose another --out")
-    if args.out.resolve() == args.manifest.resolve():
-        raise BenchError("--out must differ from --manifest (the capture manifest would be "
-                         "replaced by the plan)")
+    if args.seed < 0:
+        raise BenchError(f"--seed must be a non-negative integer, got {args.seed}")
+    check_output_file(args.out, overwrite=args.overwrite, inputs=[("--manifest", args.manifest)])
     manifest = CaptureManifest.load(args.manifest)
     plan = make_plan(manifest.frames, args.mode, fraction=args.fraction, seed=args.seed)
     data = plan.to_dict()

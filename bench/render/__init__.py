@@ -116,6 +116,9 @@ def render(
         raise TypeError(f"camera must be a bench.scene.cameras.Camera, got {type(camera).__name__}")
     if fisheye_mode not in FISHEYE_MODES:
         raise ValueError(f"fisheye_mode {fisheye_mode!r} is unknown; use one of {FISHEYE_MODES}")
+    from bench.safety import check_image_size
+
+    check_image_size(camera.height, camera.width, what=f"camera {camera.name!r} image size")
     bg = check_background(background)
     occluder = check_occluder(occluder_depth, camera)
     name = resolve_backend(backend)

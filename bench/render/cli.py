@@ -84,6 +84,7 @@ def parse_background(text: str) -> tuple[float, float, float]:
 
 def _override_size(cam, width: int | None, height: int | None):
     from bench.errors import BenchError
+    from bench.safety import check_image_size
 
     if width is None and height is None:
         return cam
@@ -93,6 +94,7 @@ def _override_size(cam, width: int | None, height: int | None):
         height = max(1, round(cam.height * width / cam.width))
     if width is None:
         width = max(1, round(cam.width * height / cam.height))
+    check_image_size(height, width, what="--height x --width")
     return cam.resized(width, height)
 
 
@@ -146,10 +148,13 @@ def run_render(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
     from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
     from bench.render import render, resolve_backend
+    from bench.safety import check_image_size, preflight_output_dir
     from bench.scene.bundle import SCENE_FILE, load_scene
     from bench.scene.cameras import load_cameras, save_cameras
 
     background = parse_background(args.background)
+    preflight_output_dir(args.out, overwrite=args.overwrite, inputs=[("--scene", args.scene),
+                                                                ("--cameras", args.cameras)])
     bundle = load_scene(args.scene)
     if args.role is not None:
         if args.role not in bundle.cameras:
@@ -161,6 +166,8 @@ def run_render(args: argparse.Namespace) -> int:
     cameras = [_override_size(c, args.width, args.height) for c in load_cameras(cam_path)]
     if not cameras:
         raise BenchError(f"camera file {cam_path} holds no cameras; add at least one")
+    for cam in cameras:
+        check_image_size(cam.height, cam.width, what=f"camera {cam.name!r} of {cam_path}")
     backend = resolve_backend(args.backend)
     inputs = {"scene_json": Path(bundle.root) / SCENE_FILE}
     background_file = Path(bundle.root) / "background.ply"
@@ -168,7 +175,8 @@ def run_render(args: argparse.Namespace) -> int:
         inputs["background"] = background_file
     if cam_path.is_file():
         inputs["cameras"] = cam_path
-    with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+    with staged_output_dir(args.out, overwrite=args.overwrite,
+                           inputs=[("--scene", args.scene), ("cameras", cam_path)]) as tmp:
         outputs = {}
         for i, cam in enumerate(tqdm(cameras, desc="render", unit="view", file=sys.stderr)):
             out = render(bundle.background, cam, backend=backend, background=background,
@@ -199,9 +207,11 @@ def run_convert(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bench.errors import BenchError
+    from bench.safety import check_output_path
     from bench.scene.cameras import load_cameras, save_cameras
 
     dst = Path(args.dst)
+    check_output_path(dst, inputs=[args.src], flag="DST")
     if dst.exists() and not args.overwrite and (dst.is_file() or any(dst.iterdir())):
         raise BenchError(f"{dst} exists; pass --overwrite or choose another destination")
     cameras = load_cameras(args.src)

@@ -32,6 +32,7 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.provenance import atomic_write_bytes, atomic_write_json, read_json, staged_output_dir
+from bench.safety import check_tree_closed, copy_tree_closed, is_within, resolve_inside
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.ply import read_gaussians, stored_count, write_ply
 from bench.scene.transforms import Similarity, transform_splats
@@ -40,6 +41,8 @@ SCENE_FORMAT = "splatbench-scene/1"
 SCENE_FILE = "scene.json"
 BACKGROUND_FILE = "background.ply"
 COPIED_FOLDERS = ("cameras", "objects")
+#: Environment variable that lets scene.json name absolute paths (bundles are closed otherwise).
+ALLOW_ABSOLUTE_ENV = "SPLATBENCH_ALLOW_ABSOLUTE_PATHS"
 KNOWN_KEYS = {"format", "name", "background", "world_from_splat", "table", "keepouts", "cameras"}
 
 
@@ -49,6 +52,9 @@ class SceneWarning(UserWarning):
 
 def _floats(value: Any, count: int, what: str) -> tuple[float, ...]:
     try:
+        if isinstance(value, str | bytes | dict) or any(
+                isinstance(v, bool | str | bytes) for v in value):
+            raise TypeError  # "0.5" or true must not pass as numbers
         out = tuple(float(v) for v in value)
     except (TypeError, ValueError):
         raise BenchError(f"{what} must be a list of {count} numbers, got {value!r}") from None
@@ -269,11 +275,15 @@ def _read_scene_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_scene_spec(path: str | os.PathLike) -> tuple[SceneBundle, Path]:
+def read_scene_spec(path: str | os.PathLike, *,
+                    allow_absolute: bool = False) -> tuple[SceneBundle, Path]:
     """Read and validate only ``scene.json`` (the background PLY is not touched).
 
     Args:
         path: Bundle directory (or its ``scene.json``).
+        allow_absolute: Accept absolute ``background`` / camera paths (also
+            enabled by the environment variable ``SPLATBENCH_ALLOW_ABSOLUTE_PATHS=1``).
+            Relative paths must stay inside the bundle (symbolic links resolved) either way.
 
     Returns:
         A bundle with an empty background holding the name, registration, table,
@@ -301,8 +311,24 @@ def read_scene_spec(path: str | os.PathLike) -> tuple[SceneBundle, Path]:
     cameras = data.get("cameras") or {}
     if not isinstance(cameras, dict) or not all(isinstance(v, str) for v in cameras.values()):
         raise BenchError(f"{json_path}: 'cameras' must map role names to relative file paths")
+    allow_absolute = allow_absolute or os.environ.get(ALLOW_ABSOLUTE_ENV) == "1"
+    fix = (f"use a path relative to the bundle that stays inside it (set {ALLOW_ABSOLUTE_ENV}=1 "
+           "to allow absolute paths)")
+    for role, rel in cameras.items():
+        resolve_inside(root, rel, what=f'{json_path}: "cameras" role {role!r}',
+                       allow_absolute=allow_absolute, fix=fix)
+    background = resolve_inside(root, data.get("background", BACKGROUND_FILE),
+                                what=f'{json_path}: "background"', allow_absolute=allow_absolute,
+                                fix=fix)
+    for folder in COPIED_FOLDERS:  # copied on save: refuse links leaving the bundle now
+        if (root / folder).is_dir():
+            check_tree_closed(root / folder)
+    name = data.get("name", root.name)
+    if not isinstance(name, str) or not name.strip():
+        raise BenchError(f'{json_path}: "name" must be a non-empty string, got '
+                         f"{type(name).__name__} {name!r:.40}; fix the scene name")
     spec = SceneBundle(
-        name=str(data.get("name", root.name)),
+        name=name,
         background=GaussianSplats.empty(),
         world_from_splat=matrix,
         table=table,
@@ -311,22 +337,27 @@ def read_scene_spec(path: str | os.PathLike) -> tuple[SceneBundle, Path]:
         root=root,
         extra_json={k: v for k, v in data.items() if k not in KNOWN_KEYS},
     )
-    return spec, root / data.get("background", BACKGROUND_FILE)
+    return spec, background
 
 
-def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> SceneBundle:
+def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False,
+               allow_absolute: bool = False) -> SceneBundle:
     """Load a scene bundle; the background is returned in the world frame.
 
     Args:
         path: Bundle directory (or its ``scene.json``).
         drop_nonfinite: Drop NaN/Inf Gaussians instead of raising.
+        allow_absolute: See :func:`read_scene_spec` (bundles are closed by default).
 
     Raises:
         BenchError: Missing/invalid scene.json, a bad background file, a
             non-similarity ``world_from_splat``, an empty table footprint.
     """
-    spec, background_path = read_scene_spec(path)
+    spec, background_path = read_scene_spec(path, allow_absolute=allow_absolute)
     splat = read_gaussians(background_path, drop_nonfinite=drop_nonfinite)
+    if len(splat) == 0:
+        raise BenchError(f"{background_path}: the background holds 0 Gaussians; a scene needs "
+                         "at least one (re-export the reconstruction)")
     dropped = stored_count(background_path) - len(splat) if drop_nonfinite else 0
     if dropped:
         warnings.warn(f"{background_path}: dropped {dropped} Gaussians with NaN/Inf "
@@ -348,11 +379,12 @@ def write_scene_files(bundle: SceneBundle, directory: str | os.PathLike) -> dict
     write_ply(background, bundle.splat_background())
     if bundle.root is not None and bundle.root.resolve() != directory.resolve():
         for folder in COPIED_FOLDERS:
-            if (bundle.root / folder).is_dir():
-                shutil.copytree(bundle.root / folder, directory / folder, dirs_exist_ok=True)
+            if (bundle.root / folder).is_dir():  # links leaving the folder are refused
+                copy_tree_closed(bundle.root / folder, directory / folder)
         for rel in bundle.cameras.values():  # camera files kept outside cameras/
             source, target = bundle.root / rel, directory / rel
             inside = target.resolve().is_relative_to(directory.resolve())
+            inside = inside and is_within(source, bundle.root)
             if inside and source.is_file() and not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target)
@@ -363,18 +395,20 @@ def write_scene_files(bundle: SceneBundle, directory: str | os.PathLike) -> dict
     return {"background": background, "scene": scene}
 
 
-def save_scene(bundle: SceneBundle, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+def save_scene(bundle: SceneBundle, path: str | os.PathLike, *, overwrite: bool = False,
+               inputs: tuple = ()) -> Path:
     """Save a bundle to a new directory (staged: nothing is left behind on failure).
 
     Args:
         bundle: The scene (background in the world frame).
         path: Output directory.
-        overwrite: Replace an existing directory.
+        overwrite: Replace an existing bench output directory.
+        inputs: Further paths ``path`` may not overlap (the bundle's own root always counts).
 
     Returns:
         The output directory.
     """
     path = Path(path)
-    with staged_output_dir(path, overwrite=overwrite) as tmp:
+    with staged_output_dir(path, overwrite=overwrite, inputs=(bundle.root, *inputs)) as tmp:
         write_scene_files(bundle, tmp)
     return path

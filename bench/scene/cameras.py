@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import json
 import math
+import numbers
 import os
 import struct
 from collections.abc import Sequence
@@ -79,7 +80,8 @@ class Camera:
             raise ValueError(f"camera model {self.model!r} is not supported; use one of {MODELS}")
         for attr in ("width", "height"):
             value = getattr(self, attr)
-            if int(value) != value or value <= 0:
+            if isinstance(value, bool | str) or not isinstance(value, numbers.Real) \
+                    or not math.isfinite(value) or int(value) != value or value <= 0:
                 raise ValueError(
                     f"camera {self.name!r} has {attr}={value}; image size must be a positive "
                     "integer number of pixels (fix the camera file or the --width/--height "
@@ -87,7 +89,11 @@ class Camera:
                 )
             object.__setattr__(self, attr, int(value))
         for attr in ("fx", "fy", "cx", "cy"):
-            value = float(getattr(self, attr))
+            value = getattr(self, attr)
+            if isinstance(value, bool | str) or not isinstance(value, numbers.Real):
+                raise ValueError(f"camera {self.name!r} has {attr}={value!r:.40}; intrinsics must "
+                                 "be numbers in pixels (fix the camera file)")
+            value = float(value)
             if not math.isfinite(value):
                 raise ValueError(
                     f"camera {self.name!r} has non-finite {attr}={value}; fix the intrinsics"
@@ -474,17 +480,56 @@ def load_cameras(path: str | os.PathLike) -> list[Camera]:
             f"camera file {path} does not exist; pass a .json file or a COLMAP model dir"
         )
     if path.is_dir():
-        return _load_colmap(_find_colmap_dir(path))
+        model_dir = _find_colmap_dir(path)
+        try:
+            return _load_colmap(model_dir)
+        except BenchError:
+            raise
+        except (struct.error, EOFError, UnicodeDecodeError) as exc:
+            raise BenchError(f"COLMAP model {model_dir}: a .bin file is truncated or corrupt "
+                             f"({type(exc).__name__}: {exc}); re-export the model from "
+                             "COLMAP") from None
+        except (ValueError, IndexError, TypeError, OverflowError) as exc:
+            raise BenchError(f"COLMAP model {model_dir}: malformed entry ({exc}); fix the "
+                             "cameras/images file or re-export the model from COLMAP") from None
     data = read_json(path, what="camera file", fix="fix the file")
     if isinstance(data, dict) and "frames" in data:
-        return _from_transforms(data)
+        frames = data["frames"]
+        if not isinstance(frames, list) or not all(isinstance(f, dict) for f in frames):
+            raise BenchError(f"transforms file {path}: 'frames' must be a list of objects "
+                             f"(one per image), got {type(frames).__name__}; fix the file")
+        if not frames:
+            raise BenchError(f"transforms file {path}: 'frames' is empty; add the images")
+        try:
+            return _from_transforms(data)
+        except BenchError:
+            raise
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            raise BenchError(f"transforms file {path}: malformed frame ({type(exc).__name__}: "
+                             f"{exc}); each frame needs transform_matrix (4x4 numbers) and "
+                             "file_path, intrinsics numbers") from None
     if isinstance(data, dict) and "cameras" in data:
         data = data["cameras"]
     if not isinstance(data, list):
         raise BenchError(
             f"camera file {path}: expected a JSON list of cameras or a transforms.json"
         )
-    return [Camera.from_dict(entry) for entry in data]
+    if not data:
+        raise BenchError(f"camera file {path} is an empty list; add at least one camera object")
+    bad = [i for i, entry in enumerate(data) if not isinstance(entry, dict)]
+    if bad:
+        raise BenchError(f"camera file {path}: entry {bad[0]} is {type(data[bad[0]]).__name__} "
+                         f"{data[bad[0]]!r:.40}; the file must be a JSON list of camera objects "
+                         "(model, width, height, fx, fy, cx, cy, world_from_camera)")
+    cameras = []
+    for i, entry in enumerate(data):
+        try:
+            cameras.append(Camera.from_dict(entry))
+        except BenchError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise BenchError(f"camera file {path}, entry {i}: {exc}") from None
+    return cameras
 
 
 def save_cameras(path: str | os.PathLike, cameras: Sequence[Camera], *,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,26 @@ CORE_GROUPS = {
 }
 NORMALS = ("nx", "ny", "nz")
 VALID_REST_COUNTS = (0, 9, 24, 45)  # f_rest properties for SH degree 0, 1, 2, 3
-MAX_HEADER_BYTES = 1 << 20
+MAX_HEADER_BYTES = 64 << 20  # headers (long comments included) up to 64 MiB are read
+HEADER_CHUNK = 1 << 20
+
+
+def read_head(handle: Any) -> bytes:
+    """Bytes from the start of an open PLY up to past its ``end_header`` line (or the cap).
+
+    Reads 1 MiB at a time, so an ordinary file costs one small read while a header
+    with megabytes of comments (legal PLY) is still read whole.
+    """
+    head = handle.read(HEADER_CHUNK)
+    while len(head) < MAX_HEADER_BYTES:
+        end = head.find(b"end_header")
+        if end >= 0 and head.find(b"\n", end) >= 0:
+            break
+        chunk = handle.read(HEADER_CHUNK)
+        if not chunk:
+            break
+        head += chunk
+    return head
 
 
 @dataclass(frozen=True)
@@ -115,6 +135,9 @@ def parse_header(data: bytes | np.ndarray, *, source: str = "PLY") -> PlyHeader:
         raise BenchError(f"{source}: not a PLY file (does not start with 'ply'); pass a 3DGS .ply")
     end = head.find(b"end_header")
     if end < 0:
+        if len(head) >= MAX_HEADER_BYTES:
+            raise BenchError(f"{source}: PLY header is longer than {MAX_HEADER_BYTES >> 20} MiB "
+                             "(no 'end_header' found); shorten its comments or re-export it")
         raise BenchError(f"{source}: PLY header has no 'end_header' line; the file is damaged")
     newline = head.find(b"\n", end)
     if newline < 0:
@@ -384,7 +407,7 @@ def read_ply_header(path: str | os.PathLike) -> PlyHeader:
     if not path.exists():
         raise BenchError(f"file not found: {path}; check the path")
     with open(path, "rb") as handle:
-        head = handle.read(MAX_HEADER_BYTES)
+        head = read_head(handle)
     header = parse_header(head, source=str(path))
     _check_required(header, str(path))
     return header
@@ -420,7 +443,7 @@ def read_ply(path: str | os.PathLike, *, drop_nonfinite: bool = False,
     if size == 0:
         raise BenchError(f"{source}: empty file; re-export or re-copy the PLY")
     with open(path, "rb") as handle:
-        head = handle.read(MAX_HEADER_BYTES)
+        head = read_head(handle)
         header = parse_header(head, source=source)
         k = _check_required(header, source)
         if header.fmt == "ascii":
@@ -441,16 +464,34 @@ def read_ply(path: str | os.PathLike, *, drop_nonfinite: bool = False,
     return check_finite(splats, drop_nonfinite=drop_nonfinite, source=source)
 
 
+#: |log scale| above this (scale outside [1e-13, 1e13] file units) is a broken export, not data.
+MAX_ABS_LOG_SCALE = 30.0
+
+
 def check_finite(splats: GaussianSplats, *, drop_nonfinite: bool, source: str) -> GaussianSplats:
-    """Raise on NaN/Inf Gaussians, or drop them when ``drop_nonfinite``."""
+    """Raise on NaN/Inf or degenerate Gaussians, or drop them when ``drop_nonfinite``.
+
+    Degenerate: a zero-norm rotation quaternion (no orientation) or a log scale
+    beyond :data:`MAX_ABS_LOG_SCALE` (e.g. scale 1e30), which no renderer can draw.
+    """
     nonfinite = splats.nonfinite_mask()
+    with np.errstate(invalid="ignore", over="ignore"):
+        zero_quat = ~(np.abs(splats.quats) > 0).any(axis=1) & ~nonfinite
+        huge = (np.abs(splats.log_scales) > MAX_ABS_LOG_SCALE).any(axis=1) & ~nonfinite
     bad = int(nonfinite.sum())
-    if bad == 0:
+    degenerate = zero_quat | huge
+    if bad == 0 and not degenerate.any():
         return splats
     if not drop_nonfinite:
-        raise BenchError(f"{source}: {bad} of {len(splats)} Gaussians have NaN/Inf values; "
-                         "pass --drop-nonfinite (drop_nonfinite=True) to drop them")
-    return splats.subset(~nonfinite)
+        if bad:
+            raise BenchError(f"{source}: {bad} of {len(splats)} Gaussians have NaN/Inf values; "
+                             "pass --drop-nonfinite (drop_nonfinite=True) to drop them")
+        raise BenchError(
+            f"{source}: {int(zero_quat.sum())} of {len(splats)} Gaussians have zero rotation "
+            f"quaternions (rot_0..3 all 0) and {int(huge.sum())} have scales outside "
+            f"[1e-13, 1e13] (|scale_i| > {MAX_ABS_LOG_SCALE:g} in log space); fix the export or "
+            "pass --drop-nonfinite (drop_nonfinite=True) to drop them")
+    return splats.subset(~(nonfinite | degenerate))
 
 
 # ------------------------------------------------------------------ writing

@@ -148,6 +148,18 @@ def _validate(args: argparse.Namespace) -> None:
         raise BenchError(f"--episodes must be >= 1, got {args.episodes}")
     if args.seed_start < 0:
         raise BenchError(f"--seed-start must be >= 0 (a grid index), got {args.seed_start}")
+    if args.policy_seed < 0:
+        raise BenchError(f"--policy-seed must be >= 0, got {args.policy_seed}")
+    if args.episodes > 100_000:
+        raise BenchError(f"--episodes {args.episodes:,} is above the limit of 100,000; split the "
+                         "run into several --seed-start blocks")
+    from bench.safety import check_image_size, preflight_output_dir
+
+    check_image_size(*args.image_size, what="--image-size")
+    for flag, value in (("--execute", args.execute), ("--max-frames", args.max_frames)):
+        if value is not None and value < 1:
+            raise BenchError(f"{flag} must be >= 1 frame, got {value}")
+    preflight_output_dir(args.out, overwrite=args.overwrite, inputs=[("--scene", args.scene)])
     if args.video and args.obs_mode != "rgb":
         raise BenchError("--video needs --obs-mode rgb (state mode renders nothing)")
     if args.video and args.cameras != "wrist":
@@ -207,7 +219,8 @@ def run_rollout(args: argparse.Namespace) -> int:
     try:
         policy = make_policy(args.policy, env, seed=args.policy_seed,
                              **_policy_kwargs(args.policy_kwargs))
-        with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+        with staged_output_dir(args.out, overwrite=args.overwrite,
+                               inputs=[("--scene", args.scene)]) as tmp:
             records, outputs, wall = _run_episodes(args, env, policy, task, tmp)
             summary = _write_records(tmp, records, outputs)
             _write_config_and_manifest(args, env.unwrapped, scene, scene_dir, tmp, outputs,

@@ -57,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
             raise BenchError(f"--trials must be >= 1, got {args.trials}")
         spec = spec.replace(trials=args.trials)
     result = run_study(spec, Path(args.out), resume=args.resume, overwrite=args.overwrite,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, spec_file=args.spec)
     for row in result.tables["ranking"]:
         print(f"{row['condition']}: ranking agreement {row['correct']}/{row['eligible']}, "
               f"MAE {row['mae']:.1f} pp")
@@ -69,13 +69,18 @@ def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bench.errors import BenchError
+    from bench.safety import check_output_path, check_parents
     from bench.study.store import DB_NAME, ResultsStore
 
     path = Path(args.results)
     db = path / DB_NAME if path.is_dir() else path
     if not db.is_file():
         raise BenchError(f"no results database at {db}; pass a study output directory")
-    with ResultsStore(db) as store:
+    check_output_path(args.out, inputs=[("--results", db)])
+    check_parents(args.out)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise BenchError(f"--out {args.out} is a file; name a directory for the CSV files")
+    with ResultsStore.open_read_only(db) as store:
         written = store.export_csv(args.out)
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 0

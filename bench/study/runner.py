@@ -28,7 +28,7 @@ continues a killed run without redoing or duplicating anything):
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +38,8 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest, sha256_file
+from bench.safety import check_name, remove_inside
+from bench.study.lock import OutputLock
 from bench.study.spec import CLEAN, StudySpec
 from bench.study.store import ResultsStore, RolloutRow
 
@@ -72,32 +74,91 @@ def _log(message: str) -> None:
 # --------------------------------------------------------------------------- output directory
 
 
-def open_output(spec: StudySpec, out: Path, *, resume: bool, overwrite: bool) -> ResultsStore:
-    """Create or reopen ``out`` and its store; a resumed run must use the same spec."""
+def _contents(out: Path) -> list[Path]:
+    """Entries of ``out`` other than the bench's ownership marker and lock file."""
+    from bench.safety import MARKER
+    from bench.study.lock import LOCK_FILE
+
+    return [p for p in out.iterdir() if p.name not in (MARKER, LOCK_FILE)]
+
+
+def _is_study_output(out: Path) -> bool:
+    """Ours: the bench's ownership marker (written first) or a study spec."""
+    from bench.safety import MARKER
+
+    return (out / MARKER).is_file() or (out / SPEC_FILE).is_file()
+
+
+def clean_staging(out: Path) -> int:
+    """Remove staging leftovers of killed runs (``.*.tmp`` anywhere under ``out``); count."""
+    from bench.safety import remove_inside
+
+    removed = 0
+    for dirpath, dirnames, filenames in os.walk(out):  # does not follow links
+        for name in [*dirnames, *filenames]:
+            if name.startswith(".") and name.endswith(".tmp"):
+                remove_inside(Path(dirpath) / name, out)
+                removed += 1
+        dirnames[:] = [d for d in dirnames if not (d.startswith(".") and d.endswith(".tmp"))]
+    return removed
+
+
+def open_output(spec: StudySpec, out: Path, *, resume: bool, overwrite: bool,
+                inputs: list[Path] | None = None) -> ResultsStore:
+    """Create or reopen ``out`` under its lock and open the store; a resume needs the same spec.
+
+    ``out`` is ours when it carries the bench's ownership marker (written first,
+    right after the directory is made, so a run killed before its spec was
+    written is still recognised) or a ``study.json``. The lock
+    (:class:`bench.study.lock.OutputLock`) is held by the returned store and released
+    by its ``close()``.
+    """
+    from bench import safety
+
     spec_text = json.dumps(spec.to_json(), sort_keys=True)
+    if out.is_symlink():
+        raise BenchError(f"--out {out} is a symbolic link; pass the directory itself")
     if out.exists() and not out.is_dir():
         raise BenchError(f"--out {out} is a file, not a directory; choose a directory path")
-    if out.exists() and any(out.iterdir()):
-        ours = (out / SPEC_FILE).is_file()
-        if overwrite and not resume:
-            if not ours:
-                raise BenchError(f"{out} exists and is not a study output; refusing to replace it")
-            shutil.rmtree(out)
-        elif not resume:
-            raise BenchError(f"{out} already exists; pass --resume to continue that study or "
-                             "--overwrite to start again")
-        elif not ours:
-            raise BenchError(f"{out} is not a study output (no {SPEC_FILE}); check --out")
+    if out.is_dir() and _contents(out) and not _is_study_output(out):  # before any write
+        raise BenchError(f"{out} exists and is not a study output (no {SPEC_FILE} or "
+                         f"{safety.MARKER}); choose another --out")
+    fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    store = ResultsStore(out)
-    stored = store.get_meta("spec")
-    if stored is None:
-        store.set_meta("spec", spec_text)
-    elif stored != spec_text:
-        store.close()
-        raise BenchError(f"{out} holds a study with a different spec; resume with the same "
-                         "--spec or choose a new --out")
-    atomic_write_json(out / SPEC_FILE, spec.to_json())
+    if fresh or not _contents(out):
+        atomic_write_bytes(out / safety.MARKER, safety.marker_json())
+    lock = OutputLock(out)
+    try:
+        existing = _contents(out)
+        if existing:
+            if not _is_study_output(out):
+                raise BenchError(f"{out} exists and is not a study output (no {SPEC_FILE} or "
+                                 f"{safety.MARKER}); choose another --out")
+            if overwrite and not resume:
+                safety.check_output_path(out, inputs=inputs or [])
+                for entry in existing:
+                    safety.remove_inside(entry, out)
+                atomic_write_bytes(out / safety.MARKER, safety.marker_json())
+            elif not resume:
+                raise BenchError(f"{out} already holds a study; pass --resume to continue it "
+                                 "or --overwrite to delete it and start again")
+            else:
+                removed = clean_staging(out)
+                if removed:
+                    _log(f"removed {removed} staging leftover(s) of a killed run")
+        store = ResultsStore(out)
+        stored = store.get_meta("spec")
+        if stored is None:
+            store.set_meta("spec", spec_text)
+        elif stored != spec_text:
+            store.close()
+            raise BenchError(f"{out} holds a study with a different spec; resume with the same "
+                             "--spec or choose a new --out")
+        atomic_write_json(out / SPEC_FILE, spec.to_json())
+    except BaseException:
+        lock.release()
+        raise
+    store.hold(lock)
     return store
 
 
@@ -135,7 +196,7 @@ def _make_sample(out: Path, scene: str, seed: int, n_gaussians: int) -> Path:
     if (target / "manifest.json").is_file():
         return target
     if target.exists():  # a killed run left a partial directory (staging makes this rare)
-        shutil.rmtree(target)
+        remove_inside(target, out)
     import dataclasses
 
     bundle = dataclasses.replace(make_sample_scene(seed=seed, n_gaussians=n_gaussians), name=scene)
@@ -160,7 +221,7 @@ def _preset_bundle(spec: StudySpec, out: Path, scene: str, cond: str, clean_dir:
     target = _scene_dir(out, scene, cond)
     if not (target / "manifest.json").is_file():
         if target.exists():  # a killed run left a partial directory
-            shutil.rmtree(target)
+            remove_inside(target, out)
         if not clean:
             clean.append(load_scene(clean_dir))
         save_perturbed(apply_perturbation(clean[0], cond, seed=spec.seed), target)
@@ -241,7 +302,8 @@ def capture_images(spec: StudySpec, out: Path, scene: str, clean: ConditionBundl
     folder.mkdir(parents=True, exist_ok=True)
     outputs = {}
     for i, (cam, image) in enumerate(zip(cameras, images, strict=True)):
-        name = (getattr(cam, "name", "") or f"view_{i:04d}") + ".png"
+        name = check_name(getattr(cam, "name", "") or f"view_{i:04d}",
+                          what=f"test camera name of scene {scene!r}") + ".png"
         path = folder / name
         atomic_write_bytes(path, iio.imwrite("<bytes>", image, extension=".png"))
         outputs[name] = path
@@ -412,14 +474,21 @@ def run_rollouts(spec: StudySpec, store: ResultsStore,
 
 
 def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwrite: bool = False,
-              progress: bool = True) -> StudyResult:
-    """Run (or resume) ``spec`` into ``out``; see the module docstring for the stages."""
+              progress: bool = True, spec_file: str | Path | None = None) -> StudyResult:
+    """Run (or resume) ``spec`` into ``out``; see the module docstring for the stages.
+
+    Every refusal that needs no output (registries, names, sizes, bundles, camera
+    files, free space: :func:`bench.study.preflight.check_study`) comes before
+    ``out`` is created; ``out`` is locked while the run writes it.
+    """
     from bench.study.analysis import analyse
+    from bench.study.preflight import check_study
 
     spec.validate_registries()
     spec.validate_inputs()  # every refusal of the spec comes before --out is touched
     out = Path(out)
-    store = open_output(spec, out, resume=resume, overwrite=overwrite)
+    inputs = check_study(spec, out, spec_file=spec_file)
+    store = open_output(spec, out, resume=resume, overwrite=overwrite, inputs=inputs)
     try:
         _log("preparing condition bundles")
         bundles = prepare_conditions(spec, out, store, progress=progress)
@@ -430,15 +499,51 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
         from bench.study.faults import RolloutLog
 
         with RolloutLog(store.path) as log:
-            log.export_csv(out / "tables")
             errors = log.errors(spec.name)
-        if errors:
-            raise BenchError(f"{len(errors)} rollouts ended in a policy fault (not counted as "
-                             f"failures; reasons in {out / 'tables' / 'errors.csv'}), e.g. "
-                             f"{errors[0]['reason']}; fix the policy or server and rerun with "
-                             "--resume")
-        tables = analyse(spec, store, out / "tables")
-        store.export_csv(out / "tables")
+            if errors:  # only the fault tables: a study with errored rollouts is not analysed
+                _write_tables(spec, store, out, None, log.export_csv)
+                raise BenchError(f"{len(errors)} rollouts ended in a policy fault (not counted as "
+                                 f"failures; reasons in {out / 'tables' / 'errors.csv'}), e.g. "
+                                 f"{errors[0]['reason']}; fix the policy or server and rerun with "
+                                 "--resume")
+            tables = _write_tables(spec, store, out, analyse, log.export_csv)
     finally:
-        store.close()
+        store.close()  # releases the output lock too
     return StudyResult(out=out, bundles=bundles, new_rollouts=ran, tables=tables)
+
+
+def _write_tables(spec: StudySpec, store: ResultsStore, out: Path, analyse: Any,
+                  export_faults: Any) -> dict:
+    """``tables/`` written into a staging directory and renamed into place (never half-done).
+
+    ``analyse`` None writes only the fault tables (``export_faults(dir)``: errors, latency).
+    """
+    from bench import safety
+    from bench.provenance import staged_output_dir
+
+    target = out / "tables"
+    if target.exists() and not safety.is_bench_output(target):
+        safety.remove_inside(target, out)  # an unmarked tables/ of an older bench: ours too
+    with staged_output_dir(target, overwrite=True, flag="tables/") as tmp:
+        export_faults(tmp)
+        if analyse is None:
+            tables = {}
+        else:
+            tables = analyse(spec, store, tmp)
+            store.export_csv(tmp)
+    return _moved(tables, tmp, target)
+
+
+def _moved(value: Any, old: Path, new: Path) -> Any:
+    """``value`` with every path under ``old`` (the staging dir) re-rooted at ``new``."""
+    if isinstance(value, dict):
+        return {k: _moved(v, old, new) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_moved(v, old, new) for v in value)
+    if isinstance(value, Path) and value.is_relative_to(old):
+        return new / value.relative_to(old)
+    if isinstance(value, str) and value.startswith(str(old) + os.sep):
+        return str(new) + value[len(str(old)):]
+    if isinstance(value, str) and value.startswith(old.name + os.sep):  # relative to out
+        return new.name + value[len(old.name):]
+    return value

@@ -167,7 +167,7 @@ class StudySpec:
                 raise BenchError(f"{name} must be >= 0, got {getattr(self, name)}")
         real = range(self.real_condition_offset, self.real_condition_offset + self.real_trials)
         sim = range(self.sim_condition_offset, self.sim_condition_offset + self.trials)
-        if set(real) & set(sim):
+        if max(real.start, sim.start) < min(real.stop, sim.stop):  # overlap, without a set
             raise BenchError("real_condition_offset must give initial conditions disjoint from "
                              "the simulated ones; raise it above sim_condition_offset + trials")
 

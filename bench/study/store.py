@@ -146,9 +146,51 @@ class ResultsStore:
             raise BenchError(f"{self.path} has schema {stored!r}, this bench writes "
                              f"{SCHEMA_VERSION!r}; use a new --out")
 
+    @classmethod
+    def open_read_only(cls, path: str | os.PathLike) -> ResultsStore:
+        """Open an existing results database read-only (``mode=ro``); nothing is written to it.
+
+        Raises:
+            BenchError: ``path`` is missing, not SQLite, or not a splatbench results store
+                (its ``meta`` table lacks the schema row this bench writes).
+        """
+        from urllib.parse import quote
+
+        path = Path(path)
+        if not path.is_file():
+            raise BenchError(f"no results database at {path}; pass a study output directory")
+        store = cls.__new__(cls)
+        store.path = path
+        try:
+            # No -wal file: no writer has it open (WAL writers keep one), so read it as
+            # immutable - SQLite then creates no -shm/-wal beside it. Else plain read-only.
+            live = Path(f"{path}-wal").exists()
+            uri = f"file:{quote(str(path.resolve()))}?mode=ro" + ("" if live else "&immutable=1")
+            store._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+            tables = {r[0] for r in store._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            schema = store.get_meta("schema") if "meta" in tables else None
+        except sqlite3.DatabaseError as exc:
+            raise BenchError(f"{path} is not a splatbench results database ({exc}); pass the "
+                             "results.sqlite of a study output") from None
+        missing = {"meta", "rollouts", "quality", "conditions"} - tables
+        if schema != SCHEMA_VERSION or missing:
+            store._db.close()
+            raise BenchError(f"{path} is not a splatbench results store (schema {schema!r}, "
+                             f"expected {SCHEMA_VERSION!r}); pass the results.sqlite of a "
+                             "study output")
+        return store
+
     # -- lifecycle ------------------------------------------------------------------------
+    def hold(self, lock: Any) -> None:
+        """Keep ``lock`` (an object with ``release()``) until :meth:`close`."""
+        self._lock = lock
+
     def close(self) -> None:
         self._db.close()
+        lock, self._lock = getattr(self, "_lock", None), None
+        if lock is not None:
+            lock.release()
 
     def __enter__(self) -> ResultsStore:
         return self

@@ -36,8 +36,8 @@ def test_hole_preset_outputs_and_manifest(scene_dir, tmp_path, capsys):
     out = tmp_path / "h"
     code, _, err = run(perturb(scene_dir, out, "--preset", "hole-54"), capsys)
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == ["background.ply", "cameras", "manifest.json",
-                                                     "scene.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".splatbench-output", "background.ply",
+                                                     "cameras", "manifest.json", "scene.json"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["tool"] == "hole/1" and manifest["entry"] == "hole-54"
     assert manifest["params"]["half_angle_deg"] == 54.0 and manifest["seed"] == 0

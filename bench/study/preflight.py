@@ -1,0 +1,214 @@
+"""Everything a study run can refuse, checked before ``--out`` is created.
+
+:func:`check_study` runs after the spec parsed and before
+:func:`bench.study.runner.open_output` touches the output directory:
+
+* every name used as a path part (study, scene, condition, task, policy)
+  matches :data:`bench.safety.NAME_PATTERN`;
+* the planned number of rollouts is below :data:`MAX_ROLLOUTS` (the message
+  shows the product);
+* every given bundle's ``scene.json`` is valid and closed (paths stay inside
+  the bundle), its background file's header reads, and the camera files the
+  quality stage reads (``test`` and ``obs_probe`` of each clean scene) load
+  and hold cameras of a sane size;
+* every scene (given bundles loaded, sample rooms generated) passes the
+  rollout stage's table-registration check;
+* ``--out`` neither equals, contains nor lies inside any input;
+* the free space at ``--out`` covers an estimate of what the run writes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from bench.errors import BenchError
+from bench.safety import check_image_size, check_name, check_output_path
+from bench.study.spec import CLEAN, StudySpec
+
+#: Most rollouts one study may plan (sim + real); beyond it the plan itself is the mistake.
+MAX_ROLLOUTS = 1_000_000
+#: Bytes per Gaussian of a written background (INRIA PLY layout, SH degree 3, normals).
+PLY_BYTES_PER_GAUSSIAN = 62 * 4
+#: Most Gaussians of one generated sample room.
+MAX_SAMPLE_GAUSSIANS = 20_000_000
+#: Bytes per stored rollout row (SQLite + WAL + CSV export), generous.
+ROW_BYTES = 2048
+#: Fixed overhead: tables, figures, manifests, the database itself.
+BASE_BYTES = 64 << 20
+
+
+def planned_rollouts(spec: StudySpec) -> int:
+    """Rollouts the spec asks for: (sim cells x trials + real cells x real_trials) x 2 policies."""
+    scenes, tasks = len(spec.scene_names), len(spec.tasks)
+    return 2 * scenes * tasks * (len(spec.all_conditions) * spec.trials + spec.real_trials)
+
+
+def check_names(spec: StudySpec) -> None:
+    """Refuse a study, scene, condition, task or policy name that is not a safe path part."""
+    check_name(spec.name, what="study name")
+    for scene in spec.scene_names:
+        check_name(scene, what="scene name")
+    for cond in spec.all_conditions:
+        check_name(cond, what="condition name")
+    for task in spec.tasks:
+        check_name(task, what="task name")
+        for policy in spec.policies[task]:
+            if ":" not in policy:  # `module:factory` entry points are not used as paths
+                check_name(policy, what=f"policy name of task {task!r}")
+
+
+def check_size(spec: StudySpec) -> int:
+    """Refuse a plan above :data:`MAX_ROLLOUTS`; returns the planned count."""
+    if spec.sample_gaussians > MAX_SAMPLE_GAUSSIANS:
+        raise BenchError(f"sample_gaussians {spec.sample_gaussians:,} exceeds the limit of "
+                         f"{MAX_SAMPLE_GAUSSIANS:,} ({MAX_SAMPLE_GAUSSIANS:,} x "
+                         f"{PLY_BYTES_PER_GAUSSIAN} B = "
+                         f"{MAX_SAMPLE_GAUSSIANS * PLY_BYTES_PER_GAUSSIAN / 2**30:.1f} GiB per "
+                         "room); lower it")
+    check_image_size(*spec.image_size, what="image_size")
+    total = planned_rollouts(spec)
+    if total > MAX_ROLLOUTS:
+        raise BenchError(
+            f"the spec plans 2 policies x {len(spec.scene_names)} scenes x {len(spec.tasks)} "
+            f"tasks x ({len(spec.all_conditions)} conditions x {spec.trials} trials + "
+            f"{spec.real_trials} real trials) = {total:,} rollouts, above the limit of "
+            f"{MAX_ROLLOUTS:,}; lower trials or split the study")
+    return total
+
+
+def _bundle_inputs(spec: StudySpec) -> list[tuple[str, str, Path, bool]]:
+    """(what, scene, bundle dir, is clean) of every given bundle."""
+    given = [(f"scene {name!r}", name, Path(path), True) for name, path in spec.scenes.items()]
+    given += [(f"extra condition {cond!r} of scene {name!r}", name, Path(path), False)
+              for cond, per_scene in spec.extra_conditions.items()
+              for name, path in per_scene.items()]
+    return given
+
+
+def check_bundles(spec: StudySpec) -> tuple[list[Path], int]:
+    """Read every given bundle's scene.json, background header and the cameras scoring needs.
+
+    Returns:
+        Every input path the run reads, and the bytes of the given backgrounds.
+    """
+    from bench.scene.bundle import read_scene_spec
+    from bench.scene.cameras import load_cameras
+    from bench.scene.ply import read_ply_header
+
+    inputs: list[Path] = []
+    background_bytes = 0
+    for what, _scene, root, clean in _bundle_inputs(spec):
+        try:
+            bundle, background = read_scene_spec(root)
+            if not background.is_file():
+                raise BenchError(f"background {background} does not exist")
+            if background.suffix.lower() == ".ply":
+                read_ply_header(background)
+            background_bytes += background.stat().st_size
+            inputs += [root, background]
+            roles = ("test", "obs_probe") if clean else ()
+            for role in roles:
+                if role not in bundle.cameras:
+                    raise BenchError(f"scene.json has no {role!r} camera role (the quality stage "
+                                     f"renders it); add \"cameras\": {{\"{role}\": ...}}")
+                path = root / bundle.cameras[role]
+                cameras = load_cameras(path)
+                if not cameras:
+                    raise BenchError(f"camera file {path} of role {role!r} holds no cameras")
+                for cam in cameras:
+                    check_image_size(cam.height, cam.width, what=f"camera {cam.name!r} of {path}")
+                    if role == "test" and cam.name:  # captured images are saved by this name
+                        check_name(cam.name, what=f"camera name in {path}")
+                inputs.append(path)
+        except BenchError as exc:
+            raise BenchError(f"{what}: {exc}") from None
+    return inputs, background_bytes
+
+
+def check_tables(spec: StudySpec) -> None:
+    """The rollout stage's table-registration check, on every scene, before ``--out`` exists.
+
+    Loads each given bundle (and generates each sample room) once; the env refuses a
+    scene whose table lies out of view of the background, and finding that after
+    hours of scoring would strand the output.
+    """
+    import dataclasses
+
+    from bench.scene.bundle import load_scene
+    from bench.scene.sample import make_sample_scene
+    from bench.sim.config import EnvConfig
+    from bench.sim.env import check_table_registration
+    from bench.sim.world import TableGeometry
+
+    minimum = EnvConfig().min_table_gaussians
+    scenes = [(f"sample scene {name!r}", lambda n=name, seed=seed: dataclasses.replace(
+        make_sample_scene(seed=seed, n_gaussians=spec.sample_gaussians), name=n))
+        for name, seed in spec.sample_scenes.items()]
+    scenes += [(what, lambda root=root: load_scene(root))
+               for what, _scene, root, _clean in _bundle_inputs(spec)]
+    for what, load in scenes:
+        try:
+            bundle = load()
+            table = TableGeometry.from_scene_table(bundle.require_table())
+            check_table_registration(bundle, table, minimum=minimum)
+        except BenchError as exc:
+            hint = "; raise sample_gaussians" if what.startswith("sample") else ""
+            raise BenchError(f"{what}: {exc}{hint}") from None
+
+
+def estimate_bytes(spec: StudySpec, background_bytes: int) -> tuple[int, str]:
+    """A generous estimate of what the run writes under ``--out``, and its arithmetic."""
+    presets = len([c for c in spec.conditions if c != CLEAN])
+    sample = len(spec.sample_scenes) * spec.sample_gaussians * PLY_BYTES_PER_GAUSSIAN
+    per_scene = (sample + background_bytes) / max(1, len(spec.scene_names))
+    bundles = int(sample + per_scene * presets * len(spec.scene_names))
+    rows = planned_rollouts(spec)
+    total = BASE_BYTES + bundles + rows * ROW_BYTES
+    text = (f"{BASE_BYTES >> 20} MiB + {bundles / 2**20:,.0f} MiB of condition bundles + "
+            f"{rows:,} rollouts x {ROW_BYTES} B = {total / 2**20:,.0f} MiB")
+    return total, text
+
+
+def check_disk(out: Path, need: int, arithmetic: str) -> None:
+    """Refuse when the file system of ``out`` has less free space than ``need`` bytes."""
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return  # cannot tell (e.g. a special file system): let the writes report it
+    if need > free:
+        raise BenchError(f"--out {out}: the run needs about {arithmetic}, but {probe} has "
+                         f"{free / 2**20:,.0f} MiB free; free space or choose another --out")
+
+
+def check_study(spec: StudySpec, out: str | os.PathLike, *,
+                spec_file: str | os.PathLike | None = None) -> list[Path]:
+    """Every refusal of a study run that needs no output directory; returns the inputs read.
+
+    Args:
+        spec: The parsed spec.
+        out: The output directory (not touched).
+        spec_file: The spec file read, an input too (its resolved copy inside ``out``,
+            ``out/study.json``, is allowed: resuming from it is normal).
+
+    Raises:
+        BenchError: The first problem found, naming the field or file and the fix.
+    """
+    out = Path(out)
+    check_names(spec)
+    check_size(spec)
+    given = [("--spec", spec_file)] if spec_file is not None else []
+    if spec_file is not None and Path(spec_file).name == "study.json" \
+            and os.path.realpath(Path(spec_file).parent) == os.path.realpath(out):
+        given = []  # the study's own resolved spec
+    roots = [root for _what, _scene, root, _clean in _bundle_inputs(spec)]
+    check_output_path(out, inputs=[*given, *roots])  # cheap, before any bundle is read
+    inputs, background_bytes = check_bundles(spec)
+    check_output_path(out, inputs=inputs)
+    check_disk(out, *estimate_bytes(spec, background_bytes))
+    check_tables(spec)
+    return inputs
