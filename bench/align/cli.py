@@ -74,6 +74,11 @@ def _read_png(path) -> object:  # -> [H, W, 3] float64 in [0, 1]
 
 def run_color(args: argparse.Namespace) -> int:
     """Handler of ``bench align color``."""
+    from bench.safety import preflight_output_dir
+
+    inputs = [("--scene", args.scene), ("--cameras", args.cameras),
+              ("--captures", args.captures)]
+    preflight_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)  # before work
     from pathlib import Path
 
     import numpy as np
@@ -111,7 +116,8 @@ def run_color(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise BenchError(f"{exc}; check that the cameras see the scene") from None
     aligned = scene.replace(background=align_splat_colors(scene.background, fit), stored=None)
-    with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+    with staged_output_dir(args.out, overwrite=args.overwrite,
+                           inputs=inputs) as tmp:
         written = write_scene_files(aligned, tmp / "scene")
         atomic_write_json(tmp / "color_fit.json", fit.to_dict())
         outputs = {f"scene/{p.relative_to(tmp / 'scene')}": p for p in written.values()}
@@ -166,6 +172,10 @@ def _load_meshes(args: argparse.Namespace) -> tuple[dict, dict]:
 
 def run_pose(args: argparse.Namespace) -> int:
     """Handler of ``bench align pose``."""
+    from bench.safety import preflight_output_dir
+
+    inputs = [("--splats", args.splats), ("--mesh", args.mesh), ("--links", args.links)]
+    preflight_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)  # before work
     import csv
     import io
     from pathlib import Path
@@ -192,7 +202,8 @@ def run_pose(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise BenchError(f"{exc}; give the robot/object Gaussians (crop the scene first)") from None
     aligned = transform_splats(splats, result.transform)
-    with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+    with staged_output_dir(args.out, overwrite=args.overwrite,
+                           inputs=inputs) as tmp:
         write_ply(tmp / "aligned.ply", aligned)
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")

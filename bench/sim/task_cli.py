@@ -167,6 +167,10 @@ def _grid_figure(task, table, path_png, path_pdf) -> None:
 
 def run_show(args: argparse.Namespace) -> int:
     """Handler of ``bench task show``."""
+    from bench.safety import preflight_output_dir
+
+    inputs = [("FILE", args.file), ("--scene", args.scene)]
+    preflight_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)  # before work
     import csv
     import io
 
@@ -195,7 +199,8 @@ def run_show(args: argparse.Namespace) -> int:
         env.reset(seed=args.condition)
         image = env.render()
         table = env.unwrapped.table
-        with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+        with staged_output_dir(args.out, overwrite=args.overwrite,
+                                inputs=inputs) as tmp:
             from PIL import Image
 
             buffer = io.BytesIO()

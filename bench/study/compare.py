@@ -182,7 +182,8 @@ def write_comparison(base: str | Path, variant: str | Path, out: str | Path, *,
 
     pairs = pair_rollouts(load_rollouts(base), load_rollouts(variant), domain=domain)
     tables = compare(pairs, seed=seed)
-    with staged_output_dir(out, overwrite=overwrite) as tmp:
+    with staged_output_dir(out, overwrite=overwrite,
+                           inputs=[("--base", base), ("--variant", variant)]) as tmp:
         outputs: dict[str, Path] = {}
         for stem, title in (("deltas", "Paired per-task deltas (variant - base), 95% CI"),
                             ("policies", "Per-policy rates and time to first grasp (s)"),

@@ -63,6 +63,10 @@ class _Hold:
 
 def run_rollout(args: argparse.Namespace) -> int:
     """Handler of ``bench softbody rollout``."""
+    from bench.safety import preflight_output_dir
+
+    inputs = [("--scene", args.scene)]
+    preflight_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)  # before work
     import csv
     import io
     from pathlib import Path
@@ -94,7 +98,8 @@ def run_rollout(args: argparse.Namespace) -> int:
     policy = rope_expert(env) if args.policy == "expert" else _Hold(env)
     records, outputs = [], {}
     try:
-        with staged_output_dir(args.out, overwrite=args.overwrite) as tmp:
+        with staged_output_dir(args.out, overwrite=args.overwrite,
+                               inputs=inputs) as tmp:
             conditions = range(args.seed_start, args.seed_start + args.episodes)
             for episode, condition in enumerate(tqdm(conditions, desc="rollout rope", unit="ep",
                                                      file=sys.stderr)):
