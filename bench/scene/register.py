@@ -14,7 +14,9 @@ Pipeline (:func:`register_scan`), every random draw from one ``numpy.random.Gene
    weighted least squares (smallest principal axis of the inliers, twice), then
    removes its inliers and repeats, ``planes`` times. With ``up`` given only
    hypotheses within ``max_tilt_deg`` of it are drawn.
-3. **Patches**: each plane's inliers are gridded in the plane (cell
+3. **Patches**: each plane's inliers (flat Gaussians only when their own normal,
+   the shortest axis, is within 45 degrees of the plane's: walls and box sides
+   crossing the plane stay out) are gridded in the plane (cell
    ``cell_fraction * diameter``) and split into 8-connected components. A patch
    counts when it holds >= ``min_patch_fraction`` of the scan mass and stands
    out of its surroundings (its mass / the mass in two equally thick slabs just
@@ -98,7 +100,7 @@ class RegisterConfig:
     inlier_fraction: float = 0.004
     cell_fraction: float = 0.015
     min_patch_fraction: float = 0.01
-    min_contrast: float = 3.0
+    min_contrast: float = 5.0
     two_sided_fraction: float = 0.03
     max_tilt_deg: float = 15.0
     min_gaussians: int = 100
@@ -262,6 +264,47 @@ def rect_at_yaw(xy: np.ndarray, theta: float) -> tuple[np.ndarray, tuple[float, 
     return centre, (float(u.max() - u.min()), float(v.max() - v.min()))
 
 
+NORMAL_AGREEMENT_DEG = 45.0  # a flat Gaussian belongs to a plane only if its normal is this close
+FLAT_RATIO = 0.5  # smallest / middle scale below which a Gaussian counts as a flat surfel
+
+
+def surface_normals(quats: np.ndarray,  # [N, 4] (w, x, y, z)
+                    log_scales: np.ndarray) -> np.ndarray:  # [N, 3] -> [N, 3] float32
+    """Unit normal (shortest axis) of each flat Gaussian; zeros for the non-flat ones.
+
+    A Gaussian is flat when its smallest scale is below ``FLAT_RATIO`` x its middle one
+    (trained surfaces are covered by such surfels); its normal is the rotation's column
+    of the smallest axis, computed without building [N, 3, 3] matrices.
+    """
+    q = quats.astype(np.float64)
+    q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-300)
+    w, x, y, z = q.T
+    axis = np.argmin(log_scales, axis=1)
+    out = np.zeros((len(q), 3), np.float32)
+    columns = (
+        lambda m: np.stack([1 - 2 * (y[m] ** 2 + z[m] ** 2), 2 * (x[m] * y[m] + w[m] * z[m]),
+                            2 * (x[m] * z[m] - w[m] * y[m])], 1),
+        lambda m: np.stack([2 * (x[m] * y[m] - w[m] * z[m]), 1 - 2 * (x[m] ** 2 + z[m] ** 2),
+                            2 * (y[m] * z[m] + w[m] * x[m])], 1),
+        lambda m: np.stack([2 * (x[m] * z[m] + w[m] * y[m]), 2 * (y[m] * z[m] - w[m] * x[m]),
+                            1 - 2 * (x[m] ** 2 + y[m] ** 2)], 1),
+    )
+    ordered = np.sort(log_scales.astype(np.float64), axis=1)
+    flat = ordered[:, 0] - ordered[:, 1] < math.log(FLAT_RATIO)
+    for k in range(3):
+        m = flat & (axis == k)
+        out[m] = columns[k](m)
+    return out
+
+
+def _agrees(normals: np.ndarray | None, normal: np.ndarray) -> np.ndarray | bool:
+    """Mask of Gaussians that may lie on a plane with ``normal`` (non-flat ones always may)."""
+    if normals is None:
+        return True
+    dot = np.abs(normals.astype(np.float64) @ normal)
+    return (dot >= math.cos(math.radians(NORMAL_AGREEMENT_DEG))) | ~normals.any(axis=1)
+
+
 @dataclass
 class _Search:
     """Working state of the plane search on the subset (internal)."""
@@ -273,10 +316,12 @@ class _Search:
     threshold: float
     cell: float
     total: float
+    normals: np.ndarray | None = None  # [M, 3] surfel normals (zeros: not flat)
 
 
 def _prepare(means: np.ndarray, opacity: np.ndarray, cfg: RegisterConfig,
-             rng: np.random.Generator) -> tuple[_Search, np.ndarray]:
+             rng: np.random.Generator,
+             normals: np.ndarray | None = None) -> tuple[_Search, np.ndarray]:
     usable = np.flatnonzero((opacity >= cfg.min_opacity) & np.isfinite(means).all(1))
     if len(usable) < cfg.min_gaussians:
         raise NoTableError(
@@ -294,7 +339,8 @@ def _prepare(means: np.ndarray, opacity: np.ndarray, cfg: RegisterConfig,
                            "(zero extent); re-export the scan")
     centre = np.array([_weighted_median(points[:, i], weights) for i in range(3)])
     return _Search(points, weights, centre, diameter, cfg.inlier_fraction * diameter,
-                   cfg.cell_fraction * diameter, float(weights.sum())), usable
+                   cfg.cell_fraction * diameter, float(weights.sum()),
+                   None if normals is None else normals[usable]), usable
 
 
 def _hypotheses(search: _Search, active: np.ndarray, tree, cfg: RegisterConfig,
@@ -351,8 +397,10 @@ def _patches(search: _Search, active: np.ndarray, normal: np.ndarray, offset: fl
 
     signed = search.points @ normal - offset
     inl = active & (np.abs(signed) < search.threshold)
+    removed = inl.copy()  # the whole band leaves the pool, members or not
+    inl &= _agrees(search.normals, normal)
     if inl.sum() < 3:
-        return [], inl
+        return [], removed
     e1, e2 = plane_basis(normal)
     xy_all = np.stack([search.points @ e1, search.points @ e2], axis=1)
     xy = xy_all[inl]
@@ -367,8 +415,10 @@ def _patches(search: _Search, active: np.ndarray, normal: np.ndarray, offset: fl
     ij = np.floor((xy - origin) / cell).astype(int)
     occupied = np.zeros(shape, bool)
     occupied[ij[:, 0], ij[:, 1]] = True
+    # components of the occupied cells grown by one: the grown cells are the patch's footprint
+    # (the column the above / below / contrast masses are counted in, and the cells the
+    # final fit takes Gaussians from), so sparse sampling does not leave holes in it
     labels, count = ndimage.label(ndimage.binary_dilation(occupied), structure=np.ones((3, 3)))
-    labels = np.where(occupied, labels, 0)
     point_label = labels[ij[:, 0], ij[:, 1]]
     w = search.weights[inl]
     mass = np.bincount(point_label, weights=w, minlength=count + 1)
@@ -401,7 +451,7 @@ def _patches(search: _Search, active: np.ndarray, normal: np.ndarray, offset: fl
             centroid=(wm @ pts_inl[member]) / wm.sum(), size=size, above=float(above),
             below=float(below), contrast=float(contrast), plane_index=index,
             cells=labels == lab, grid=(origin, e1, e2, cell, shape)))
-    return out, inl
+    return out, removed
 
 
 def find_planes(search: _Search, cfg: RegisterConfig, rng: np.random.Generator,
@@ -426,6 +476,46 @@ def find_planes(search: _Search, cfg: RegisterConfig, rng: np.random.Generator,
             break
         active &= ~inl
     return patches
+
+
+def patch_at(search: _Search, near: np.ndarray, cfg: RegisterConfig,
+             rng: np.random.Generator, up: np.ndarray | None) -> PlanePatch | None:
+    """The planar patch through a user-given point (``--table-center``), or None.
+
+    Hypotheses are seeded at the 64 search points nearest ``near``, must pass within
+    the inlier distance of it, and are scored by the inlier mass within 0.05 x the scan
+    size of it; the patch is the connected component holding ``near`` (any size).
+    """
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(search.points)
+    k = min(64, len(search.points))
+    _, seeds = tree.query(near, k=k)
+    seeds = np.atleast_1d(seeds)
+    local = np.zeros(len(search.points), bool)
+    local[seeds] = True
+    planes = _hypotheses(search, local, tree, cfg, rng, up)
+    planes = planes[np.abs(planes[:, :3] @ near - planes[:, 3]) < search.threshold]
+    if len(planes) == 0:
+        return None
+    around = np.linalg.norm(search.points - near, axis=1) < 0.05 * search.diameter
+    dist = np.abs(search.points[around] @ planes[:, :3].T - planes[:, 3])
+    best = planes[int(np.argmax(search.weights[around] @ (dist < search.threshold)))]
+    normal, offset = best[:3], float(best[3])  # refined later on the patch only (fit_table)
+    relaxed = dataclasses.replace(cfg, min_patch_fraction=1e-9)
+    found, _ = _patches(search, np.ones(len(search.points), bool), normal, offset, -1, relaxed)
+    if not found:
+        return None
+    return min(found, key=lambda p: _distance_to_cells(p, near))
+
+
+def _distance_to_cells(patch: PlanePatch, point: np.ndarray) -> float:
+    """0 when ``point`` projects into the patch's cells, else the distance to its centroid."""
+    origin, e1, e2, cell, shape = patch.grid
+    ij = np.floor((np.array([point @ e1, point @ e2]) - origin) / cell).astype(int)
+    if (ij >= 0).all() and (ij < np.array(shape)).all() and patch.cells[ij[0], ij[1]]:
+        return 0.0
+    return float(np.linalg.norm(patch.centroid - point))
 
 
 def _no_table_message(search: _Search, patches: list[PlanePatch], cfg: RegisterConfig,
@@ -531,10 +621,10 @@ def dense_core(xy: np.ndarray) -> np.ndarray:  # [N, 2] -> [N] bool
     """Points of the largest dense region of a planar point set (drops stray floaters).
 
     Grid with cells of 3 x the mean point spacing (from the minimum-area rectangle),
-    keep cells holding >= max(2, a quarter of the median occupied cell's count), and
-    return the points of the heaviest 8-connected group of kept cells. The rectangle of
-    the result still reaches the true edges: only a cell's count, not its points, is
-    trimmed, and an edge has many partly filled cells.
+    keep cells holding >= max(2, a quarter of the median occupied cell's count), take
+    the heaviest 8-connected group of kept cells, grow it by one cell (the sparse border
+    and corner cells of the surface), and return the points in it: stray Gaussians more
+    than a cell away from the surface are dropped, its edges are kept.
     """
     from scipy import ndimage
 
@@ -559,11 +649,14 @@ def dense_core(xy: np.ndarray) -> np.ndarray:  # [N, 2] -> [N] bool
     point_label = labels.reshape(-1)[flat]
     sizes = np.bincount(point_label, minlength=count + 1)
     sizes[0] = 0
-    return point_label == int(np.argmax(sizes))
+    core = labels == int(np.argmax(sizes))
+    # the sparse cells right at the border (corners, edges) belong to the surface too
+    grown = ndimage.binary_dilation(core, structure=np.ones((3, 3)))
+    return grown.reshape(-1)[flat]
 
 
 def fit_table(means: np.ndarray, opacity: np.ndarray, patch: PlanePatch, search: _Search,
-              *, yaw_override_deg: float | None = None) -> tuple[np.ndarray, np.ndarray,
+              *, normals: np.ndarray | None = None, yaw_override_deg: float | None = None) -> tuple[np.ndarray, np.ndarray,
                                                                   np.ndarray, tuple, float, int]:
     """Step 5: refine the plane on every Gaussian over the patch cells, fit the rectangle.
 
@@ -582,6 +675,8 @@ def fit_table(means: np.ndarray, opacity: np.ndarray, patch: PlanePatch, search:
     def members(normal: np.ndarray, offset: float, threshold: float) -> np.ndarray:
         near = usable & (np.abs(pts @ normal - offset) < threshold)
         idx = np.flatnonzero(near)
+        if normals is not None:
+            idx = idx[_agrees(normals[idx], normal)]
         ij = np.floor((np.stack([pts[idx] @ e1, pts[idx] @ e2], 1) - origin) / cell).astype(int)
         inside = ((ij >= 0) & (ij < np.array(shape))).all(1)
         ok = np.zeros(len(idx), bool)
@@ -618,14 +713,17 @@ def fit_table(means: np.ndarray, opacity: np.ndarray, patch: PlanePatch, search:
 
 
 def find_table(means: np.ndarray, opacity: np.ndarray, *, cfg: RegisterConfig | None = None,
-               up: np.ndarray | None = None, near: np.ndarray | None = None,
-               yaw_deg: float | None = None) -> TableFit:
+               normals: np.ndarray | None = None, up: np.ndarray | None = None,
+               near: np.ndarray | None = None, yaw_deg: float | None = None) -> TableFit:
     """Find and fit the table in a point set (steps 1-6).
 
     Args:
         means: [N, 3] Gaussian centres (input frame).
         opacity: [N] opacities in (0, 1).
         cfg: Search parameters.
+        normals: Optional [N, 3] surfel normals (:func:`surface_normals`): flat Gaussians
+            join a plane only when their normal is within 45 degrees of it (keeps walls
+            and box sides out of a table patch).
         up: Optional [3] up direction (restricts planes to ``max_tilt_deg`` and fixes the sign).
         near: Optional [3] point on the table top (picks the nearest patch, centres the footprint).
         yaw_deg: Optional long-side direction in the plane, degrees from :func:`plane_basis` e1.
@@ -636,15 +734,21 @@ def find_table(means: np.ndarray, opacity: np.ndarray, *, cfg: RegisterConfig | 
     cfg = cfg or RegisterConfig()
     rng = np.random.default_rng(cfg.seed)
     up = None if up is None else _unit(up)
-    search, _ = _prepare(means, opacity, cfg, rng)
+    search, _ = _prepare(means, opacity, cfg, rng, normals)
     patches = find_planes(search, cfg, rng, up)
-    table = choose_table(patches, search, cfg, up=up, near=near, n_gaussians=len(means))
+    table = None
+    if near is not None:
+        table = patch_at(search, near, cfg, rng, up)
+        if table is not None:
+            patches.append(table)
+    if table is None:
+        table = choose_table(patches, search, cfg, up=up, near=near, n_gaussians=len(means))
     if up is not None:
         sign, rule = (1.0 if table.normal @ up >= 0 else -1.0), "--up"
     else:
         sign, rule = gravity_sign(table, patches, search, cfg)
     normal, centre, long_axis, size, rms, count = fit_table(
-        means, opacity, table, search, yaw_override_deg=yaw_deg)
+        means, opacity, table, search, normals=normals, yaw_override_deg=yaw_deg)
     if normal @ table.normal < 0:
         normal = -normal
     normal = sign * normal
@@ -789,6 +893,7 @@ def register_scan(splats: GaussianSplats, *, cfg: RegisterConfig | None = None,
     cfg = cfg or RegisterConfig()
     scale = scale or ScaleSpec()
     opacity = splats.opacities()
+    normals = surface_normals(splats.quats, splats.log_scales)
     if world_from_splat is not None:
         if up is not None or scale.table_size is not None or scale.known_distance is not None:
             raise BenchError("--world-from-splat fixes the registration (scale and up included); "
@@ -797,15 +902,15 @@ def register_scan(splats: GaussianSplats, *, cfg: RegisterConfig | None = None,
         world_pts = sim.apply_points(splats.means)
         near = None if table_center is None else sim.apply_points(
             np.asarray(table_center, np.float64)[None])[0]
-        fit = find_table(world_pts, opacity, cfg=cfg, up=np.array([0.0, 0.0, 1.0]), near=near,
-                         yaw_deg=table_yaw_deg)
+        fit = find_table(world_pts, opacity, cfg=cfg, normals=normals @ sim.rotation.T.astype(
+            np.float32), up=np.array([0.0, 0.0, 1.0]), near=near, yaw_deg=table_yaw_deg)
         yaw = math.degrees(math.atan2(fit.long_axis[1], fit.long_axis[0]))
         yaw = (yaw + 90.0) % 180.0 - 90.0
         table = TableSpec(center=(float(fit.center[0]), float(fit.center[1])),
                           size=fit.size, yaw_deg=round(yaw, 9), height=float(fit.center[2]))
         return Registration(np.asarray(world_from_splat, np.float64), table, sim.scale,
                             "world-from-splat", fit, "world-from-splat")
-    fit = find_table(splats.means, opacity, cfg=cfg, up=up,
+    fit = find_table(splats.means, opacity, cfg=cfg, normals=normals, up=up,
                      near=None if table_center is None else np.asarray(table_center, np.float64),
                      yaw_deg=table_yaw_deg)
     s, source = scale.resolve(fit.size)
