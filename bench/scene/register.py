@@ -656,8 +656,8 @@ def dense_core(xy: np.ndarray) -> np.ndarray:  # [N, 2] -> [N] bool
 
 
 def fit_table(means: np.ndarray, opacity: np.ndarray, patch: PlanePatch, search: _Search,
-              *, normals: np.ndarray | None = None, yaw_override_deg: float | None = None) -> tuple[np.ndarray, np.ndarray,
-                                                                  np.ndarray, tuple, float, int]:
+              *, normals: np.ndarray | None = None, yaw_override_deg: float | None = None,
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, float, int]:
     """Step 5: refine the plane on every Gaussian over the patch cells, fit the rectangle.
 
     The inlier distance starts at the search's and shrinks to 3 x the fit's RMS (at

@@ -17,8 +17,13 @@ import numpy as np
 import pytest
 
 from bench.errors import BenchError
-from bench.scene.formats import (read_compressed_ply, read_scan, read_spz, scan_format,
-                                 stored_scan_count)
+from bench.scene.formats import (
+    read_compressed_ply,
+    read_scan,
+    read_spz,
+    scan_format,
+    stored_scan_count,
+)
 from bench.scene.gaussians import SH_C0, GaussianSplats
 from bench.scene.ply import read_splat, write_ply
 from bench.scene.sample import sample_background

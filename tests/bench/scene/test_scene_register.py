@@ -20,8 +20,16 @@ from scipy.spatial.transform import Rotation
 from bench.errors import BenchError
 from bench.scene.formats import read_scan
 from bench.scene.gaussians import GaussianSplats
-from bench.scene.register import (NoTableError, RegisterConfig, RegistrationWarning, ScaleSpec,
-                                  check_scan, min_area_rect, plane_basis, register_scan)
+from bench.scene.register import (
+    NoTableError,
+    RegisterConfig,
+    RegistrationWarning,
+    ScaleSpec,
+    check_scan,
+    min_area_rect,
+    plane_basis,
+    register_scan,
+)
 from bench.scene.sample import TABLE, sample_background, sample_world_from_splat
 from bench.scene.transforms import Similarity, transform_splats
 
