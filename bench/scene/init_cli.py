@@ -11,6 +11,7 @@ Registered from :mod:`bench.scene.cli` with :func:`add_parsers`.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 INIT_TOOL = "scene-init/1"
@@ -78,6 +79,8 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
     init.add_argument("--backend", default="cpu", help="render backend of the previews [cpu]")
     init.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     init.set_defaults(func=run_init)
+    # points like -0.3,0.2,0.5 are values, not options (argparse only knows plain -1.5)
+    init._negative_number_matcher = re.compile(r"^-\.?\d")
 
     edit = inner.add_parser(
         "edit", help="adjust table, keepouts and registration of a bundle (re-renders previews)",
@@ -164,7 +167,7 @@ def run_init(args: argparse.Namespace) -> int:
     reg = result.registration
     t = reg.table
     print(f"wrote {args.out}: {len(result.bundle.background):,} Gaussians ({result.fmt}), table "
-          f"{t.size[0]:.3f} x {t.size[1]:.3f} m at z {t.height:g}, scale {reg.scale:.6g} "
+          f"{t.size[0]:.3f} x {t.size[1]:.3f} m at z {t.height:.3f}, scale {reg.scale:.6g} "
           f"({reg.scale_source}), up rule {reg.fit.gravity_rule}"
           + ("" if args.no_previews else f"; check {args.out}/previews/top.png"),
           file=sys.stderr)
