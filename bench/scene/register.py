@@ -96,7 +96,7 @@ class RegisterConfig:
     planes: int = 10
     iterations: int = 300
     neighbours: int = 24
-    score_points: int = 20_000
+    score_points: int = 10_000
     inlier_fraction: float = 0.004
     cell_fraction: float = 0.015
     min_patch_fraction: float = 0.01
@@ -372,9 +372,12 @@ def _best_plane(search: _Search, active: np.ndarray, planes: np.ndarray, cfg: Re
     pool = np.flatnonzero(active)
     if len(pool) > cfg.score_points:
         pool = pool[rng.choice(len(pool), cfg.score_points, replace=False)]
-    pts, w = search.points[pool], search.weights[pool]
-    dist = np.abs(pts @ planes[:, :3].T - planes[:, 3])  # [S, T]
-    score = w @ (dist < search.threshold)
+    pts, w = search.points[pool].astype(np.float32), search.weights[pool].astype(np.float32)
+    # float32 relative to the pool's mean: scoring only ranks hypotheses
+    mean = pts.mean(axis=0)
+    offsets = (planes[:, 3] - planes[:, :3] @ mean).astype(np.float32)
+    dist = np.abs((pts - mean) @ planes[:, :3].T.astype(np.float32) - offsets)  # [S, T]
+    score = w @ (dist < np.float32(search.threshold)).astype(np.float32)
     best = planes[int(np.argmax(score))]
     normal, offset = best[:3], float(best[3])
     for _ in range(2):  # weighted least-squares refinement on the active inliers

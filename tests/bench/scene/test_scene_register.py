@@ -119,7 +119,7 @@ def test_deterministic_and_seed_independent(room):
         c = register_scan(scan, cfg=RegisterConfig(seed=6))
     assert np.array_equal(a.world_from_splat, b.world_from_splat)
     assert a.details() == b.details()
-    assert not np.array_equal(a.world_from_splat, c.world_from_splat)  # other draws ...
+    assert a.details()["patches"] != c.details()["patches"]  # the seed drives the search ...
     for reg in (a, c):  # ... the same answer within the tolerances
         err = _errors(reg, truth, 1.0 / truth.scale)
         assert err["z"] <= 0.005 and err["centre"] <= 0.01 and err["yaw"] <= 1.0, err
