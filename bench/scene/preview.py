@@ -17,7 +17,8 @@ along ``table.yaw_deg``):
   at the table centre: what a policy camera sees of the task area.
 - **Previews** (``previews/``, PNG, cpu render backend): ``top.png`` (512 x 512
   pinhole looking straight down from above the centre, image up = table +y,
-  Gaussians above the camera removed so a ceiling does not hide the table),
+  only Gaussians below 0.5 D above the top, so a ceiling or a lamp does not hide
+  the table),
   ``perspective.png`` (Test view 0 at 640 x 480) and ``fisheye.png`` (256 x 256
   equidistant 200-degree fisheye 0.3 D above the top at the middle of the -y
   edge, looking at a point 0.1 D past the centre: a wrist-like view). Each has
@@ -38,6 +39,7 @@ from bench.scene.gaussians import GaussianSplats
 TABLE_COLOUR = (60, 220, 60)  # RGB of the drawn table rectangle
 KEEPOUT_COLOUR = (255, 150, 30)
 PREVIEW_BACKGROUND = (0.12, 0.12, 0.14)
+TOP_VIEW_CUT = 0.5  # the top view shows Gaussians up to 0.5 D above the table top
 PREVIEW_FILES = ("previews/top.png", "previews/perspective.png", "previews/fisheye.png")
 
 
@@ -155,13 +157,14 @@ def render_previews(world: GaussianSplats, table: TableSpec,
     from bench.render import render
 
     files = {}
-    cams = preview_cameras(table)
-    for name, cam in cams.items():
-        splats = world
-        if name == "top":  # drop what lies above the camera (a ceiling would hide the table)
-            below = world.means[:, 2] < cam.position[2] - 0.02 * _diagonal(table)
-            splats = world.subset(below)
+    for name, cam in preview_cameras(table).items():  # top first: its subset is freed early
+        if name == "top":  # ceilings and hanging lamps would hide the table from above
+            splats = world.subset(world.means[:, 2] < table.height + TOP_VIEW_CUT * _diagonal(
+                table))
+        else:
+            splats = world
         out = render(splats, cam, backend=backend, background=PREVIEW_BACKGROUND)
+        del splats  # the backend caches device arrays per splat set; let the subset's go
         rgb = np.round(np.clip(out.rgb, 0.0, 1.0) * 255.0).astype(np.uint8)
         files[f"previews/{name}.png"] = png_bytes(draw_overlay(rgb, cam, table, keepouts))
     return files
