@@ -253,3 +253,26 @@ def test_world_from_splat_and_known_distance(scan, tmp_path):
     assert math.isclose(scene.table.height, 0.0)
     world = transform_splats(read_ply(scan), scene.world_from_splat)
     assert np.allclose(world.means, scene.background.means)
+
+
+def test_edit_world_from_splat_refits_and_plain_bundles_keep_cameras(bundle, tmp_path):
+    matrix = tmp_path / "w.json"
+    turned = np.eye(4)
+    turned[:3, :3] = [[0, -1, 0], [1, 0, 0], [0, 0, 1]]
+    matrix.write_text(json.dumps((turned @ sample_world_from_splat()).tolist()))
+    out = tmp_path / "refit"
+    assert main(["scene", "edit", str(bundle), "--out", str(out), "--world-from-splat",
+                 str(matrix), "--no-previews"]) == 0
+    scene = load_scene(out)
+    assert np.allclose(scene.table.center, 0, atol=0.01) and abs(scene.table.height) < 0.005
+    assert abs(abs(scene.table.yaw_deg) - 90.0) < 1.0  # long side now along world y
+    assert np.allclose(scene.table.size, (1.2, 0.8), rtol=0.01)
+    # a bundle not made by init (the sample): cameras are the user's, left as they are
+    sample = tmp_path / "sample"
+    assert main(["scene", "sample", "--out", str(sample), "--gaussians", "3000"]) == 0
+    assert main(["scene", "edit", str(sample), "--table-height", "0.02", "--no-previews"]) == 0
+    assert load_scene(sample).table.height == 0.02
+    fresh = tmp_path / "fresh"
+    assert main(["scene", "sample", "--out", str(fresh), "--gaussians", "3000"]) == 0
+    assert (sample / "cameras/test.json").read_bytes() == (fresh / "cameras/test.json").read_bytes()
+    assert (sample / "background.ply").read_bytes() == (fresh / "background.ply").read_bytes()
