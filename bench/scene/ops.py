@@ -189,6 +189,11 @@ def build_init_bundle(scan: Path, *, name: str, cfg: RegisterConfig | None = Non
 
 
 # --------------------------------------------------------------------------- edit
+def _given(value: Any) -> bool:
+    """An option the user set (0 and 0.0 are values; None, () and False are not)."""
+    return not (value is None or value is False or (isinstance(value, tuple) and not value))
+
+
 @dataclass(frozen=True)
 class EditSpec:
     """What ``bench scene edit`` changes (world frame, metres and degrees; None = keep).
@@ -215,7 +220,7 @@ class EditSpec:
     def is_empty(self) -> bool:
         fields = dataclasses.asdict(self)
         fields.pop("seed")
-        return not any(v not in (None, (), False) for v in fields.values())
+        return not any(_given(v) for v in fields.values())
 
     def delta(self) -> np.ndarray:  # [4, 4] world_new_from_world_old
         """The similarity of the registration edits (rotate, scale, translate)."""
@@ -286,7 +291,7 @@ def edit_bundle(path: Path, spec: EditSpec, *, previews: bool = True,
         transform_splats(splat, matrix)
     record = dict(bundle.extra_json.get("registration") or {})
     edits = list(bundle.extra_json.get("edits") or [])
-    params = {k: v for k, v in dataclasses.asdict(spec).items() if v not in (None, (), False)}
+    params = {k: v for k, v in dataclasses.asdict(spec).items() if _given(v)}
     params["world_from_splat_file"] = None if spec.world_from_splat_file is None else str(
         spec.world_from_splat_file)
     edits.append({"tool": EDIT_TOOL, **{k: v for k, v in params.items() if v is not None}})

@@ -660,6 +660,7 @@ def dense_core(xy: np.ndarray) -> np.ndarray:  # [N, 2] -> [N] bool
 
 def fit_table(means: np.ndarray, opacity: np.ndarray, patch: PlanePatch, search: _Search,
               *, normals: np.ndarray | None = None, yaw_override_deg: float | None = None,
+              min_opacity: float = 0.1,
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple, float, int]:
     """Step 5: refine the plane on every Gaussian over the patch cells, fit the rectangle.
 
@@ -672,7 +673,7 @@ def fit_table(means: np.ndarray, opacity: np.ndarray, patch: PlanePatch, search:
     """
     normal, offset = patch.normal, patch.offset
     origin, e1, e2, cell, shape = patch.grid
-    usable = opacity >= 1e-6
+    usable = opacity >= min_opacity  # the search's opacity floor: haze does not widen the fit
     pts = means.astype(np.float64)
 
     def members(normal: np.ndarray, offset: float, threshold: float) -> np.ndarray:
@@ -751,7 +752,8 @@ def find_table(means: np.ndarray, opacity: np.ndarray, *, cfg: RegisterConfig | 
     else:
         sign, rule = gravity_sign(table, patches, search, cfg)
     normal, centre, long_axis, size, rms, count = fit_table(
-        means, opacity, table, search, normals=normals, yaw_override_deg=yaw_deg)
+        means, opacity, table, search, normals=normals, yaw_override_deg=yaw_deg,
+        min_opacity=cfg.min_opacity)
     if normal @ table.normal < 0:
         normal = -normal
     normal = sign * normal

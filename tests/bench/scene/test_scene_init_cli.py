@@ -272,6 +272,8 @@ def test_edit_world_from_splat_refits_and_plain_bundles_keep_cameras(bundle, tmp
     assert main(["scene", "sample", "--out", str(sample), "--gaussians", "3000"]) == 0
     assert main(["scene", "edit", str(sample), "--table-height", "0.02", "--no-previews"]) == 0
     assert load_scene(sample).table.height == 0.02
+    assert main(["scene", "edit", str(sample), "--table-height", "0", "--no-previews"]) == 0
+    assert load_scene(sample).table.height == 0.0  # 0 is a value, not "nothing to edit"
     fresh = tmp_path / "fresh"
     assert main(["scene", "sample", "--out", str(fresh), "--gaussians", "3000"]) == 0
     assert (sample / "cameras/test.json").read_bytes() == (fresh / "cameras/test.json").read_bytes()
