@@ -31,6 +31,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="number of background Gaussians (count, >= 100) [default 40000]")
     sample.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sample.set_defaults(func=run_sample)
+    from bench.scene.init_cli import add_parsers  # bench scene init | edit | crop (issue 19)
+
+    add_parsers(inner)
 
 
 def scene_summary(path: str, *, drop_nonfinite: bool = False) -> dict:

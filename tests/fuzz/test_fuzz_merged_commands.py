@@ -46,3 +46,21 @@ def test_align_color_out_containing_the_captures(refused):
 def test_softbody_rollout_out_equal_to_the_scene(refused):
     refused(["softbody", "rollout", "--scene", "scene", "--out", "scene", "--overwrite"],
             fragment="must differ from --scene")
+
+
+def test_scene_init_out_containing_the_scan(refused, workspace):
+    shutil.copy(workspace / "scene" / "background.ply", workspace / "victim" / "lab.ply")
+    refused(["scene", "init", "--splat", "victim/lab.ply", "--out", "victim", "--overwrite"],
+            fragment="contains the input --splat")
+
+
+def test_scene_crop_out_inside_the_bundle(refused):
+    refused(["scene", "crop", "scene", "--keepouts", "--out", "scene/cropped"],
+            fragment="lies inside the input BUNDLE")
+
+
+def test_scene_edit_in_place_of_a_hand_made_bundle_is_refused(refused, workspace):
+    (workspace / "scene" / "manifest.json").unlink(missing_ok=True)
+    (workspace / "scene" / ".splatbench-output").unlink(missing_ok=True)
+    refused(["scene", "edit", "scene", "--table-height", "0.01"],
+            fragment="not written by the bench")
