@@ -449,7 +449,8 @@ def record_real_source(spec: StudySpec, out: Path, store: ResultsStore, real: An
             inputs={"real_results": real.path} if Path(real.path).is_file() else None,
             counts={"cells": len(real.counts),
                     "trials": sum(n for _, n in real.counts.values())},
-            extra=data)
+            extra={**{k: v for k, v in data.items() if k != "counts"},
+                   "cell_counts": data["counts"]})
     stored = store.get_meta("real_source")
     if stored is not None and json.loads(stored).get("sha256") != data.get("sha256"):
         raise BenchError(f"{out} was run with other real results (sha256 changed); use a new "
