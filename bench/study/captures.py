@@ -191,7 +191,7 @@ def prepare_test_capture(spec: Any, out: Path, scene: str) -> TestCapture:
     done = folder / "manifest.json"
     if done.is_file():
         data = json.loads(done.read_text())
-        return TestCapture(load_cameras(folder / "cameras.json"), folder, data["extra"]["label"])
+        return TestCapture(load_cameras(folder / "cameras.json"), folder, data["label"])
     if folder.exists():
         import shutil
 

@@ -96,7 +96,7 @@ def refuse_planless_coverage(spec: Any) -> None:
             manifest = Path(path) / "train_manifest.json"
             data = json.loads(manifest.read_text()) if manifest.is_file() else {}
             has_plan = "coverage_plan" in data.get("inputs", {})
-            if not has_plan or data.get("extra", {}).get("coverage_mode") != mode:
+            if not has_plan or data.get("coverage_mode") != mode:
                 raise BenchError(
                     f"extra condition {cond!r}, scene {scene!r}: {path} has no {mode} coverage "
                     "plan (no train_manifest.json naming one); list it under \"coverage\" so the "
@@ -205,7 +205,7 @@ def retrain(spec: Any, out: Path, scene: str, condition: str, clean_dir: Path, *
     key = inputs_key(manifest, plan, config, init, clean_dir, resolution)
     target = out / "scenes" / scene / condition
     done = target / "manifest.json"
-    if done.is_file() and json.loads(done.read_text()).get("extra", {}).get("inputs_sha256") == key:
+    if done.is_file() and json.loads(done.read_text()).get("inputs_sha256") == key:
         return target
     if target.exists():  # a stale bundle (inputs changed); staging never leaves a partial one
         shutil.rmtree(target)
