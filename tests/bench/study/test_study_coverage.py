@@ -141,9 +141,8 @@ def test_retraining_is_cached(study, monkeypatch):
 
 def test_planless_and_captureless_coverage_refused(inputs, tmp_path):
     root, data = inputs
-    from perturbations.apply import apply_perturbation, save_perturbed
-
     from bench.scene.bundle import load_scene
+    from perturbations.apply import apply_perturbation, save_perturbed
 
     save_perturbed(apply_perturbation(load_scene(root / "lab"), "floaters-mid", seed=0),
                    tmp_path / "fake")
