@@ -119,6 +119,16 @@ def _per_trial(spec: Any, path: Path, frame: Any) -> dict[tuple[str, str, str], 
         value = {"1": 1, "0": 0, "true": 1, "false": 0, "1.0": 1, "0.0": 0}.get(text)
         if value is None:
             raise _fail(path, line, f"success is {row.success!r}; write 1/0 (or true/false)")
+        for column in ("init_x", "init_y", "init_yaw_deg"):
+            text_value = getattr(row, column).strip() if column in frame.columns else ""
+            if text_value:
+                try:
+                    ok = math.isfinite(float(text_value))
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise _fail(path, line, f"{column} is {text_value!r}; write a number "
+                                "(metres / degrees) or leave it empty")
         if "progress" in frame.columns and row.progress.strip():
             try:
                 progress = float(row.progress)

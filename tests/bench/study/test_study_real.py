@@ -255,6 +255,8 @@ GOOD = ("lab,cup,visual-servo,0,1\nlab,cup,visual-glance,0,0\n"
     (HEAD + GOOD + "lab,cup,visual-servo,1.5,0\n", r"row 6: trial is '1.5', not a whole number"),
     (HEAD + GOOD + "lab,cup,visual-servo,-1,0\n", r"row 6: trial is '-1', a negative count"),
     (HEAD + GOOD + "lab,cup,visual-servo,1,yes\n", r"row 6: success is 'yes'"),
+    (HEAD.strip() + ",init_x\n" + GOOD.replace("\n", ",0.1\n") + "lab,cup,visual-servo,1,1,left\n",
+     r"row 6: init_x is 'left'"),
     (HEAD + "lab,cup,visual-servo,0,1\nden,cup,visual-servo,0,1\nden,cup,visual-glance,0,0\n",
      r"lab/cup has outcomes for visual-servo only"),
     ("scene,task,policy,success\nlab,cup,visual-servo,1\n", r"missing columns \['trial'\]"),
