@@ -27,7 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "[default 3; --quick 1]")
     p.add_argument("--real-trials", type=int, default=None,
                    help="'real'-domain rollouts per scene/task/policy (count) "
-                   "[default 6; --quick 1]")
+                   "[default 20, YUBI's real count; --quick 1]")
     p.add_argument("--tasks", default=None,
                    help="comma-separated tasks (cup, tape, pen) [default all three; --quick cup]")
     p.add_argument("--quick", action="store_true",

@@ -61,6 +61,11 @@ class Camera:
         fov_deg: Fisheye only: full field of view of the lens in degrees (None =
             limited only by where the distortion polynomial stops increasing).
         name: Free-form name (image file name in COLMAP / nerfstudio files).
+        opencv_distortion: Pinhole only: OpenCV radial-tangential coefficients
+            ``(k1, k2, p1, p2, k3)`` of a *captured* image (COLMAP SIMPLE_RADIAL / RADIAL /
+            OPENCV, transforms.json OPENCV); empty for an ideal pinhole. Renderers draw the
+            ideal pinhole: undistort such images first (``bench.study.captures``). Only
+            ``load_cameras(..., keep_distortion=True)`` returns cameras with it.
     """
 
     model: str
@@ -74,6 +79,7 @@ class Camera:
     distortion: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
     fov_deg: float | None = None
     name: str = ""
+    opencv_distortion: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -115,6 +121,14 @@ class Camera:
                 "distortion-free (undistort the images first, or use model 'fisheye')"
             )
         object.__setattr__(self, "distortion", dist)
+        radial = tuple(float(k) for k in self.opencv_distortion)
+        if radial and (self.model != "pinhole" or len(radial) != 5
+                       or not all(math.isfinite(k) for k in radial)):
+            raise ValueError(
+                f"camera {self.name!r}: opencv_distortion {self.opencv_distortion} must be 5 "
+                "finite numbers (k1, k2, p1, p2, k3) on a pinhole camera"
+            )
+        object.__setattr__(self, "opencv_distortion", radial if any(radial) else ())
         if self.fov_deg is not None:
             fov = float(self.fov_deg)
             if not (0.0 < fov <= 360.0):
@@ -282,6 +296,8 @@ class Camera:
         if self.model == "fisheye":
             out["distortion"] = list(self.distortion)
             out["fov_deg"] = self.fov_deg
+        if self.opencv_distortion:
+            out["opencv_distortion"] = list(self.opencv_distortion)
         return out
 
     @staticmethod
@@ -298,6 +314,7 @@ class Camera:
             world_from_camera=np.asarray(data["world_from_camera"], dtype=np.float64),
             distortion=tuple(data.get("distortion", (0.0, 0.0, 0.0, 0.0))),
             fov_deg=data.get("fov_deg"), name=str(data.get("name", "")),
+            opencv_distortion=tuple(data.get("opencv_distortion", ())),
         )
 
 
@@ -462,7 +479,7 @@ _COLMAP_BY_ID = {mid: (name, n) for name, (mid, n) in _COLMAP_MODELS.items()}
 _GL_FROM_CV = np.diag([1.0, -1.0, -1.0, 1.0])
 
 
-def load_cameras(path: str | os.PathLike) -> list[Camera]:
+def load_cameras(path: str | os.PathLike, *, keep_distortion: bool = False) -> list[Camera]:
     """Load cameras from a JSON list, a COLMAP sparse model dir, or a transforms.json.
 
     Args:
@@ -470,6 +487,11 @@ def load_cameras(path: str | os.PathLike) -> list[Camera]:
             recognised by its ``frames`` key) or a COLMAP model directory holding
             ``cameras.{txt,bin}`` + ``images.{txt,bin}`` (``sparse/0`` inside
             the given directory is also searched).
+        keep_distortion: Read radially distorted pinhole models (COLMAP SIMPLE_RADIAL,
+            RADIAL, OPENCV; transforms.json k1..k3/p1/p2) with the distortion carried in
+            ``Camera.opencv_distortion`` (for captured images that are undistorted before
+            scoring). False (default): such cameras are refused, since a renderer would
+            draw them as ideal pinholes.
 
     Returns:
         The cameras in file order (COLMAP: sorted by image name).
@@ -482,7 +504,7 @@ def load_cameras(path: str | os.PathLike) -> list[Camera]:
     if path.is_dir():
         model_dir = _find_colmap_dir(path)
         try:
-            return _load_colmap(model_dir)
+            return _load_colmap(model_dir, keep_distortion=keep_distortion)
         except BenchError:
             raise
         except (struct.error, EOFError, UnicodeDecodeError) as exc:
@@ -501,7 +523,7 @@ def load_cameras(path: str | os.PathLike) -> list[Camera]:
         if not frames:
             raise BenchError(f"transforms file {path}: 'frames' is empty; add the images")
         try:
-            return _from_transforms(data)
+            return _from_transforms(data, keep_distortion=keep_distortion)
         except BenchError:
             raise
         except (TypeError, ValueError, KeyError, IndexError) as exc:
@@ -529,6 +551,9 @@ def load_cameras(path: str | os.PathLike) -> list[Camera]:
             raise
         except (TypeError, ValueError) as exc:
             raise BenchError(f"camera file {path}, entry {i}: {exc}") from None
+    if not keep_distortion and any(c.opencv_distortion for c in cameras):
+        raise BenchError(f"camera file {path} holds radially distorted pinhole cameras; "
+                         "undistort the images first (or read them as captures)")
     return cameras
 
 
@@ -580,7 +605,7 @@ def convert_cameras(src: str | os.PathLike, dst: str | os.PathLike, *,
 
 
 # ---------------------------------------------------------------- nerfstudio
-def _from_transforms(data: dict) -> list[Camera]:
+def _from_transforms(data: dict, *, keep_distortion: bool = False) -> list[Camera]:
     cams = []
     for i, frame in enumerate(data["frames"]):
         merged = {**data, **frame}
@@ -594,12 +619,15 @@ def _from_transforms(data: dict) -> list[Camera]:
 
         model_name = merged.get("camera_model", "OPENCV")
         dist = [float(merged.get(k, 0.0)) for k in ("k1", "k2", "k3", "k4")]
+        opencv: tuple[float, ...] = ()
         if model_name == "OPENCV_FISHEYE":
             model = "fisheye"
         elif model_name in ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE"):
             model = "pinhole"
             radial = dist[:3] + [float(merged.get(k, 0.0)) for k in ("p1", "p2")]
-            if any(radial):
+            if any(radial) and keep_distortion:
+                opencv = (radial[0], radial[1], radial[3], radial[4], radial[2])
+            elif any(radial):
                 raise BenchError(
                     f"transforms.json frame {i}: pinhole distortion {radial} is not supported; "
                     "undistort the images first (e.g. `colmap image_undistorter`)"
@@ -616,6 +644,7 @@ def _from_transforms(data: dict) -> list[Camera]:
             fy=float(merged.get("fl_y", get("fl_x"))), cx=float(get("cx")), cy=float(get("cy")),
             world_from_camera=c2w @ _GL_FROM_CV, distortion=tuple(dist),
             fov_deg=merged.get("fov_deg"), name=str(frame.get("file_path", f"frame_{i:05d}")),
+            opencv_distortion=opencv,
         ))
     return cams
 
@@ -649,7 +678,8 @@ def _find_colmap_dir(path: Path) -> Path:
     )
 
 
-def _colmap_intrinsics(model_name: str, params: list[float], cam_id: int) -> dict:
+def _colmap_intrinsics(model_name: str, params: list[float], cam_id: int, *,
+                       keep_distortion: bool = False) -> dict:
     if model_name == "SIMPLE_PINHOLE":
         f, cx, cy = params
         return {"model": "pinhole", "fx": f, "fy": f, "cx": cx, "cy": cy}
@@ -668,6 +698,15 @@ def _colmap_intrinsics(model_name: str, params: list[float], cam_id: int) -> dic
         else:
             fy, cx, cy = fx, params[1], params[2]
         return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy}
+    if keep_distortion and model_name in ("SIMPLE_RADIAL", "RADIAL", "OPENCV"):
+        if model_name == "OPENCV":
+            fx, fy, cx, cy, k1, k2, p1, p2 = params
+        else:
+            f, cx, cy, k1, *rest = params
+            fx = fy = f
+            k2, p1, p2 = (rest[0] if rest else 0.0), 0.0, 0.0
+        return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy,
+                "opencv_distortion": (k1, k2, p1, p2, 0.0)}
     raise BenchError(
         f"COLMAP camera {cam_id} uses model {model_name} with distortion, which is not supported; "
         "run `colmap image_undistorter` (-> PINHOLE) or calibrate as OPENCV_FISHEYE"
@@ -699,12 +738,12 @@ def _colmap_camera(intr: dict, width: int, height: int, qvec, tvec, name: str) -
     return Camera(width=width, height=height, world_from_camera=pose, name=name, **intr)
 
 
-def _load_colmap(model_dir: Path) -> list[Camera]:
+def _load_colmap(model_dir: Path, *, keep_distortion: bool = False) -> list[Camera]:
     binary = not (model_dir / "cameras.txt").exists()
     if binary:
-        intrinsics, images = _read_colmap_binary(model_dir)
+        intrinsics, images = _read_colmap_binary(model_dir, keep_distortion=keep_distortion)
     else:
-        intrinsics, images = _read_colmap_text(model_dir)
+        intrinsics, images = _read_colmap_text(model_dir, keep_distortion=keep_distortion)
     cams = []
     for _image_id, qvec, tvec, cam_id, name in sorted(images, key=lambda im: im[4]):
         if cam_id not in intrinsics:
@@ -716,7 +755,7 @@ def _load_colmap(model_dir: Path) -> list[Camera]:
     return cams
 
 
-def _read_colmap_text(model_dir: Path):
+def _read_colmap_text(model_dir: Path, *, keep_distortion: bool = False):
     intrinsics = {}
     for line in (model_dir / "cameras.txt").read_text().splitlines():
         if not line.strip() or line.startswith("#"):
@@ -728,7 +767,8 @@ def _read_colmap_text(model_dir: Path):
             raise BenchError(
                 f"cameras.txt camera {cam_id}: unknown model or parameter count ({line!r})"
             )
-        intrinsics[cam_id] = (_colmap_intrinsics(model_name, params, cam_id), width, height)
+        intrinsics[cam_id] = (_colmap_intrinsics(model_name, params, cam_id,
+                                                 keep_distortion=keep_distortion), width, height)
     images = []
     text = (model_dir / "images.txt").read_text()
     lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
@@ -745,7 +785,7 @@ def _read_colmap_text(model_dir: Path):
     return intrinsics, images
 
 
-def _read_colmap_binary(model_dir: Path):
+def _read_colmap_binary(model_dir: Path, *, keep_distortion: bool = False):
     data = (model_dir / "cameras.bin").read_bytes()
     (count,), offset = struct.unpack_from("<Q", data, 0), 8
     intrinsics = {}
@@ -757,7 +797,8 @@ def _read_colmap_binary(model_dir: Path):
         model_name, n = _COLMAP_BY_ID[model_id]
         params = list(struct.unpack_from(f"<{n}d", data, offset))
         offset += 8 * n
-        intrinsics[cam_id] = (_colmap_intrinsics(model_name, params, cam_id), width, height)
+        intrinsics[cam_id] = (_colmap_intrinsics(model_name, params, cam_id,
+                                                 keep_distortion=keep_distortion), width, height)
     data = (model_dir / "images.bin").read_bytes()
     (count,), offset = struct.unpack_from("<Q", data, 0), 8
     images = []
@@ -776,6 +817,8 @@ def _read_colmap_binary(model_dir: Path):
 def _colmap_params(cam: Camera) -> tuple[str, list[float]]:
     if cam.model == "fisheye":
         return "OPENCV_FISHEYE", [cam.fx, cam.fy, cam.cx, cam.cy, *cam.distortion]
+    if cam.opencv_distortion:
+        return "OPENCV", [cam.fx, cam.fy, cam.cx, cam.cy, *cam.opencv_distortion[:4]]
     return "PINHOLE", [cam.fx, cam.fy, cam.cx, cam.cy]
 
 

@@ -26,6 +26,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--trials", type=int, default=None,
                      help="override the spec's simulated trials per cell (count)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    run.add_argument("--include-clean", action="store_true",
+                     help="also label and classify the clean condition in the reliability "
+                     "classifier (default: the YUBI set, counterfactual conditions only)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the resolved plan (cells, rollouts, retrainings, estimated CPU "
+                     "time from one measured rollout per task) and write nothing")
     run.set_defaults(func=_run)
     export = inner.add_parser(
         "export", help="export a study's results.sqlite as CSV",
@@ -56,11 +62,23 @@ def _run(args: argparse.Namespace) -> int:
         if args.trials < 1:
             raise BenchError(f"--trials must be >= 1, got {args.trials}")
         spec = spec.replace(trials=args.trials)
+    if args.include_clean:
+        spec = spec.replace(include_clean=True)
+    if args.dry_run:
+        from bench.study.plan import make_plan
+
+        spec.validate_registries()
+        spec.validate_inputs()
+        for line in make_plan(spec).lines():
+            print(line)
+        print(f"dry run: nothing written ({args.out} untouched)")
+        return 0
     result = run_study(spec, Path(args.out), resume=args.resume, overwrite=args.overwrite,
                        progress=not args.no_progress, spec_file=args.spec)
     for row in result.tables["ranking"]:
         print(f"{row['condition']}: ranking agreement {row['correct']}/{row['eligible']}, "
-              f"MAE {row['mae']:.1f} pp")
+              f"MAE {row['mae']:.1f} pp, MMRV {row['mmrv']:.3f}, Pearson {row['pearson']:.2f} "
+              f"(real: {row['real_source']})")
     print(f"wrote {result.out} ({result.new_rollouts} new rollouts)")
     return 0
 

@@ -205,6 +205,8 @@ def check_study(spec: StudySpec, out: str | os.PathLike, *,
     if spec_file is not None and Path(spec_file).name == "study.json" \
             and os.path.realpath(Path(spec_file).parent) == os.path.realpath(out):
         given = []  # the study's own resolved spec
+    given.append(("real_results", spec.real_results))  # None when the real domain is simulated
+    given.extend((f"captures.{scene}", path) for scene, path in sorted(spec.captures.items()))
     roots = [root for _what, _scene, root, _clean in _bundle_inputs(spec)]
     check_output_path(out, inputs=[*given, *roots])  # cheap, before any bundle is read
     inputs, background_bytes = check_bundles(spec)

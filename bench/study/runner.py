@@ -20,9 +20,18 @@ continues a killed run without redoing or duplicating anything):
    scene with initial conditions ``real_condition_offset + trial`` (a disjoint
    seeded block of the task grid): the policy's true skill on the undamaged
    world, measured on starts the simulated trials never see.
-4. :func:`bench.study.analysis.analyse` - Wilson intervals, ranking agreement
-   and MAE vs real, Fisher transitions vs clean, the scene-held-out
+4. :func:`score_obs_policy` - OBS-Policy: the wrist frames every simulated
+   rollout's policy saw (every ``obs_policy_every``-th query, kept under
+   ``obs_policy/``) scored with the NR metrics per condition.
+5. :func:`bench.study.analysis.analyse` - Wilson intervals, ranking agreement,
+   MAE, MMRV and Pearson vs real, Fisher transitions vs clean, the scene-held-out
    reliability classifier; tables (CSV + Markdown) and figures (PNG + PDF).
+
+Real studies (``docs/studies.md``): with ``real_results`` no "real" rollouts
+run - the robot's counts come from the CSV (:mod:`bench.study.real_results`);
+``captures`` replace the synthetic capture by held-out images
+(:mod:`bench.study.captures`); ``coverage`` conditions are retrained from the
+scene's capture manifest in stage 1 (:mod:`bench.study.coverage`).
 """
 
 from __future__ import annotations
@@ -228,7 +237,8 @@ def _preset_bundle(spec: StudySpec, out: Path, scene: str, cond: str, clean_dir:
     return target
 
 
-def _scene_entries(spec: StudySpec, out: Path, scene: str) -> list[tuple[str, Path, Path, str]]:
+def _scene_entries(spec: StudySpec, out: Path, scene: str, *, progress: bool = False
+                   ) -> list[tuple[str, Path, Path, str]]:
     """(condition, bundle dir, manifest, tool id) of every condition of one scene."""
     from perturbations.registry import tool_id
 
@@ -248,6 +258,13 @@ def _scene_entries(spec: StudySpec, out: Path, scene: str) -> list[tuple[str, Pa
         source = Path(per_scene[scene])
         entries.append((cond, source, _reference_manifest(out, scene, cond, source, "prepared/1"),
                         "prepared/1"))
+    if spec.coverage:
+        from bench.study.coverage import TOOL_ID as COVERAGE_TOOL
+        from bench.study.coverage import retrain
+
+        for cond in spec.coverage:
+            target = retrain(spec, out, scene, cond, clean_dir, progress=progress)
+            entries.append((cond, target, target / "manifest.json", COVERAGE_TOOL))
     return entries
 
 
@@ -265,7 +282,7 @@ def prepare_conditions(spec: StudySpec, out: Path, store: ResultsStore, *,
     bar = tqdm(total=total, desc="conditions", unit="bundle", file=sys.stderr,
                disable=not progress)
     for scene in spec.scene_names:
-        for cond, path, manifest, tool in _scene_entries(spec, out, scene):
+        for cond, path, manifest, tool in _scene_entries(spec, out, scene, progress=progress):
             sha = sha256_file(manifest)
             shown = path.relative_to(out) if path.is_relative_to(out) else path  # movable output
             store.add_condition(spec.name, scene, cond, tool=tool, path=str(shown),
@@ -317,7 +334,14 @@ def capture_images(spec: StudySpec, out: Path, scene: str, clean: ConditionBundl
 def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
                   bundles: dict[tuple[str, str], ConditionBundle], *,
                   progress: bool = True) -> None:
-    """Test (FR + NR) and OBS-Probe (NR) scores of every scene x condition into the store."""
+    """Test (FR + NR) and OBS-Probe (NR) scores of every scene x condition into the store.
+
+    Test references: the scene's held-out ``captures`` (undistorted, 8-bit), else for a
+    generated world the synthetic capture; a user scene without captures gets NR scores of
+    its test-camera renders only (the spec refuses FR metrics there).
+    """
+    import dataclasses
+
     from tqdm import tqdm
 
     from bench.scene.bundle import load_scene
@@ -328,12 +352,19 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
     nr = [s for s in scorers if s.info.mode == "NR"]
     bar = tqdm(total=len(spec.scene_names) * len(spec.all_conditions), desc="quality",
                unit="condition", file=sys.stderr, disable=not progress)
+    from bench.study.captures import SYNTHETIC, capture_views, prepare_test_capture
+
+    sources = {}
     for scene in spec.scene_names:
         clean = bundles[(scene, CLEAN)]
-        gt = capture_images(spec, out, scene, clean, progress=False)
+        held_out = prepare_test_capture(spec, out, scene) if scene in spec.captures else None
+        gt = capture_images(spec, out, scene, clean, progress=False) if (
+            held_out is None and scene in spec.sample_scenes) else None
+        sources[scene] = held_out.label if held_out is not None else (
+            SYNTHETIC if gt is not None else "renders-only")
         clean_bundle = load_scene(clean.path)
         probe = scene_cameras(clean_bundle, "obs_probe")
-        test = scene_cameras(clean_bundle, "test")
+        test = scene_cameras(clean_bundle, "test") if held_out is None else None
         for cond in spec.all_conditions:
             bar.set_postfix_str(f"{scene}/{cond}")
             todo = [p for p in ("test", "obs-probe")
@@ -341,10 +372,19 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
             if todo and not (todo == ["obs-probe"] and not nr):
                 bundle = load_scene(bundles[(scene, cond)].path)
                 rows = []
-                if "test" in todo:
+                if "test" in todo and held_out is not None:
+                    for views in capture_views(bundle, held_out, scene=scene, condition=cond,
+                                               backend=spec.render_backend):
+                        rows += score_views(views, scorers, progress=False)
+                elif "test" in todo and gt is not None:
                     views = test_views(bundle, gt, variant=cond, cameras=test,
                                        backend=spec.render_backend, progress=False)
                     rows += score_views(_renamed(views, scene), scorers, progress=False)
+                elif "test" in todo and nr:  # a user scene without captures: NR on renders
+                    views = obs_probe_views(bundle, variant=cond, cameras=scene_cameras(
+                        clean_bundle, "test"), backend=spec.render_backend, progress=False)
+                    views = dataclasses.replace(views, protocol="test")
+                    rows += score_views(_renamed(views, scene), nr, progress=False)
                 if "obs-probe" in todo and nr:
                     views = obs_probe_views(bundle, variant=cond, cameras=probe,
                                             backend=spec.render_backend, progress=False)
@@ -352,6 +392,7 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
                 store.add_quality(spec.name, rows)
             bar.update(1)
     bar.close()
+    store.set_meta("test_sources", json.dumps(sources, sort_keys=True))
 
 
 def _renamed(views: Any, scene: str) -> Any:
@@ -368,7 +409,8 @@ def rollout_plan(spec: StudySpec) -> list[tuple[str, str, str, str, int]]:
     plan = []
     for scene in spec.scene_names:
         for task in spec.tasks:
-            plan += [("real", scene, CLEAN, task, t) for t in range(spec.real_trials)]
+            if spec.simulated_real:  # with real_results the robot's counts are data
+                plan += [("real", scene, CLEAN, task, t) for t in range(spec.real_trials)]
         for cond in spec.all_conditions:
             for task in spec.tasks:
                 plan += [("sim", scene, cond, task, t) for t in range(spec.trials)]
@@ -394,11 +436,12 @@ def init_condition(spec: StudySpec, domain: str, trial: int) -> int:
 
 def run_rollouts(spec: StudySpec, store: ResultsStore,
                  bundles: dict[tuple[str, str], ConditionBundle], *,
-                 progress: bool = True) -> int:
+                 progress: bool = True, out: Path | None = None) -> int:
     """Run every missing rollout; each is committed as soon as it ends. Returns how many ran.
 
     A rollout that ends in a policy fault (``status="error"``) is not stored; its reason
-    goes to :class:`bench.study.faults.RolloutLog` and ``--resume`` reruns it.
+    goes to :class:`bench.study.faults.RolloutLog` and ``--resume`` reruns it. OBS-Policy
+    frames (every ``obs_policy_every``-th query) are written under ``out`` before the row.
     """
     from tqdm import tqdm
 
@@ -410,6 +453,10 @@ def run_rollouts(spec: StudySpec, store: ResultsStore,
     from bench.sim.rollout import run_episode
     from bench.study.deployment import Deployment, measure_latency_ms
     from bench.study.faults import RolloutLog
+    from bench.study.obs_policy import obs_policy_enabled, save_policy_frames
+
+    if out is None:
+        out = Path(store.path).parent
 
     deployment = Deployment.from_dict(spec.deployment)
     todo = _missing_rollouts(spec, store)
@@ -423,8 +470,10 @@ def run_rollouts(spec: StudySpec, store: ResultsStore,
             loaded.clear()  # keep one background in memory
             loaded[(scene, cond)] = load_scene(bundles[(scene, cond)].path)
         env = bench.sim.make_env(task, loaded[(scene, cond)], image_size=spec.image_size,
-                                 max_frames=spec.max_frames, render_backend=spec.render_backend,
+                                 max_frames=spec.frames_limit(scene, task),
+                                 render_backend=spec.render_backend,
                                  **deployment.env_overrides())
+        keep = obs_policy_enabled(spec) and domain == "sim"
         try:
             policies = {p: (build_ref(spec.policy_refs[p], env, seed=spec.seed)
                             if p in spec.policy_refs else make_policy(p, env, seed=spec.seed))
@@ -444,15 +493,20 @@ def run_rollouts(spec: StudySpec, store: ResultsStore,
                 start = init_condition(spec, domain, trial)
                 key = (spec.name, scene, cond, task, policy, domain, trial)
                 latencies: list[float] = []
-                record, _, _ = run_episode(env, policies[policy], condition=start,
-                                           episode=trial, policy_name=policy,
-                                           latencies=latencies, execution=executions[policy])
+                extra = {"record_frames": True} if keep else {}
+                record, frames, _ = run_episode(env, policies[policy], condition=start,
+                                                episode=trial, policy_name=policy,
+                                                latencies=latencies,
+                                                execution=executions[policy], **extra)
                 log.add_latency(key, latencies)
                 bar.update(1)
                 if record.status == "error":
                     log.add_error(key, record.error)
                     _log(f"rollout {'/'.join(map(str, key[1:]))} ended in error: {record.error}")
                     continue
+                if keep:  # written before the row commits: a stored rollout has its frames
+                    save_policy_frames(out, scene, cond, task, policy, trial,
+                                       frames[:record.policy_queries][::spec.obs_policy_every])
                 store.add_rollout(RolloutRow(
                     study=spec.name, scene=scene, condition=cond, task=task, policy=policy,
                     domain=domain, trial=trial, init_condition=start,
@@ -473,6 +527,35 @@ def run_rollouts(spec: StudySpec, store: ResultsStore,
 # --------------------------------------------------------------------------- entry point
 
 
+def record_real_source(spec: StudySpec, out: Path, store: ResultsStore, real: Any) -> None:
+    """Store the real outcomes (or the stand-in's label) and write ``real_results.json``.
+
+    A resumed study refuses a real-results file whose content changed.
+    """
+    from bench.study.real_results import SIMULATED_REAL
+
+    if real is None:
+        data = {"kind": SIMULATED_REAL, "label": SIMULATED_REAL}
+        manifest = make_manifest(tool="real-domain/1", params={"real_domain": spec.real_domain},
+                                 seed=spec.seed, extra=data)
+    else:
+        data = {"kind": "real_results", "label": real.label, **real.to_json()}
+        manifest = make_manifest(
+            tool="real-results/1", params={"layout": real.layout}, seed=None,
+            inputs={"real_results": real.path} if Path(real.path).is_file() else None,
+            counts={"cells": len(real.counts),
+                    "trials": sum(n for _, n in real.counts.values())},
+            extra={**{k: v for k, v in data.items() if k != "counts"},
+                   "cell_counts": data["counts"]})
+    stored = store.get_meta("real_source")
+    if stored is not None and json.loads(stored).get("sha256") != data.get("sha256"):
+        raise BenchError(f"{out} was run with other real results (sha256 changed); use a new "
+                         "--out, or restore the file")
+    store.set_meta("real_source", json.dumps(data, sort_keys=True))
+    atomic_write_json(out / "real_results.json", manifest)
+
+
+
 def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwrite: bool = False,
               progress: bool = True, spec_file: str | Path | None = None) -> StudyResult:
     """Run (or resume) ``spec`` into ``out``; see the module docstring for the stages.
@@ -487,16 +570,23 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
     spec.validate_registries()
     spec.validate_inputs()  # every refusal of the spec comes before --out is touched
     out = Path(out)
+    real = None
+    if spec.real_results is not None:
+        from bench.study.real_results import read_real_results
+
+        real = read_real_results(spec)
     inputs = check_study(spec, out, spec_file=spec_file)
     store = open_output(spec, out, resume=resume, overwrite=overwrite, inputs=inputs)
     try:
+        record_real_source(spec, out, store, real)
         _log("preparing condition bundles")
         bundles = prepare_conditions(spec, out, store, progress=progress)
         _log("scoring quality (Test, OBS-Probe)")
         score_quality(spec, out, store, bundles, progress=progress)
         _log("running paired rollouts")
-        ran = run_rollouts(spec, store, bundles, progress=progress)
+        ran = run_rollouts(spec, store, bundles, progress=progress, out=out)
         from bench.study.faults import RolloutLog
+        from bench.study.obs_policy import score_obs_policy
 
         with RolloutLog(store.path) as log:
             errors = log.errors(spec.name)
@@ -506,6 +596,8 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
                                  f"failures; reasons in {out / 'tables' / 'errors.csv'}), e.g. "
                                  f"{errors[0]['reason']}; fix the policy or server and rerun with "
                                  "--resume")
+            _log("scoring OBS-Policy frames")
+            score_obs_policy(spec, out, store, progress=progress)
             tables = _write_tables(spec, store, out, analyse, log.export_csv)
     finally:
         store.close()  # releases the output lock too

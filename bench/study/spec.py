@@ -16,6 +16,13 @@ Example ``spec.json``::
      "policies": {"cup": ["visual-servo", "visual-glance"]},
      "trials": 10, "real_trials": 10, "metrics": ["psnr", "ssim", "lpips"]}
 
+Where each number comes from (``docs/studies.md``): ``real_results`` (a CSV of
+the robot's outcomes) or ``real_domain: "simulated"`` (the clean simulator as
+a labelled stand-in, generated worlds only by default); ``captures`` (held-out
+images + cameras per scene) or, for generated worlds, the synthetic capture;
+``coverage`` conditions retrained by the runner from the scene's capture
+manifest.
+
 Unknown keys are refused with the list of valid ones; presets, tasks, policies
 and metrics are checked against their registries ("did you mean" errors).
 
@@ -44,6 +51,12 @@ CLEAN = "clean"
 DEFAULT_CONDITIONS = (CLEAN, "hole-54", "hole-90", "floaters-low", "floaters-mid",
                       "floaters-high", "warp")
 DEFAULT_POLICIES = ("visual-servo", "visual-glance")
+REAL_DOMAINS = ("results", "simulated")
+#: The YUBI time limits (PAPERS.md): 600 frames, 1,800 for Duo Tape/Pen and G2 Pen.
+YUBI_MAX_FRAMES = {"duo": {"tape": 1800, "pen": 1800}, "g2": {"pen": 1800}}
+#: Training settings of coverage retrainings a spec may set (``coverage_training``).
+COVERAGE_TRAINING_KEYS = ("iters", "resolution", "backend", "sh_degree", "densify",
+                          "max_gaussians", "random_init_points", "threads")
 
 
 @dataclass(frozen=True)
@@ -76,12 +89,36 @@ class StudySpec:
         real_condition_offset: First initial-condition index of the "real" domain's trials
             (a separate block of the task grid's seeded draws).
         image_size: Wrist image (height, width), pixels.
-        max_frames: Time limit per rollout in 10 Hz frames (None: the task's default, 600).
+        max_frames: Time limit per rollout in 10 Hz frames: one number, or
+            ``{scene: {task: frames}}`` (pairs not listed, and None, use the task's default,
+            600; YUBI: :data:`YUBI_MAX_FRAMES`).
         metrics: Quality scorers (``metrics`` registry names); FR ones score Test views only.
         capture_noise: Std of the sensor noise added to the clean Test renders that stand
             in for captured images, in [0, 1] intensity units.
         render_backend: ``bench.render`` backend for scoring and observations.
         alpha: Significance level of the Fisher test.
+        real_results: CSV of the real robot's outcomes (per trial, per cell) or a YUBI
+            ``results/data`` directory; when given no "real" rollouts are simulated.
+        real_domain: ``"results"`` (needs ``real_results``) or ``"simulated"`` (the clean
+            simulator on other starts, labelled ``simulated-real``). None: ``results`` with
+            ``real_results``, ``simulated`` for a spec of generated worlds only; a spec with
+            user scenes must say which.
+        captures: Scene -> held-out captures for the Test views: a capture manifest
+            (``bench capture``; its ``test_views``) or a folder of images + a camera file
+            (JSON, COLMAP text/binary model, ``transforms.json``). Generated worlds without an
+            entry use the synthetic capture (clean render + noise).
+        coverage: Condition name -> plan options (``mode``, ``fraction``, ``seed``; the mode
+            defaults from the name: ``central-pinhole``, ``contiguous-*``, ``random-*``,
+            ``full``); retrained by the runner from each scene's capture manifest.
+        coverage_training: Settings of those retrainings (``iters``, ``resolution`` = longest
+            image side in pixels or null, ``backend``, ``sh_degree``, ...).
+        initial_points: Scene -> seed PLY of the retrainings (dense MVS points; None: random
+            init drawn from ``seed``).
+        obs_policy_every: Keep every k-th policy query's wrist frame of each simulated rollout
+            for the OBS-Policy scores (0 turns OBS-Policy off).
+        reliability_variants: Conditions whose labels the reliability classifier uses (None:
+            every condition but clean, as YUBI).
+        include_clean: Also label and classify the clean condition.
     """
 
     name: str = "study"
@@ -100,11 +137,20 @@ class StudySpec:
     sim_condition_offset: int = 100
     real_condition_offset: int = 1000
     image_size: tuple[int, int] = (128, 128)
-    max_frames: int | None = None
+    max_frames: int | dict[str, dict[str, int]] | None = None
     metrics: tuple[str, ...] = ("psnr", "ssim", "lpips", "nvs-sqa")
     capture_noise: float = 0.01
     render_backend: str = "auto"
     alpha: float = 0.05
+    real_results: str | None = None
+    real_domain: str | None = None
+    captures: dict[str, str] = field(default_factory=dict)
+    coverage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    coverage_training: dict[str, Any] = field(default_factory=dict)
+    initial_points: dict[str, str] = field(default_factory=dict)
+    obs_policy_every: int = 1
+    reliability_variants: tuple[str, ...] | None = None
+    include_clean: bool = False
 
     def __post_init__(self) -> None:
         check_field_types({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -118,10 +164,21 @@ class StudySpec:
             raise BenchError(f"policies given for tasks {extra} that are not in tasks "
                              f"{list(self.tasks)}; add them to tasks or remove them")
         object.__setattr__(self, "policies", pols)
+        if self.reliability_variants is not None:
+            object.__setattr__(self, "reliability_variants", tuple(self.reliability_variants))
+        if self.real_domain is None:
+            resolved = "results" if self.real_results is not None else (
+                "simulated" if not self.scenes else None)
+            if resolved is None:
+                raise BenchError("the spec names your own scenes but no real outcomes; add "
+                                 "\"real_results\": \"real.csv\" (your robot's trials) or "
+                                 "\"real_domain\": \"simulated\" (a labelled stand-in)")
+            object.__setattr__(self, "real_domain", resolved)
         self._check_basic()
         from bench.study.deployment import Deployment
 
         Deployment.from_dict(self.deployment)  # refuse bad knobs before anything runs
+        self._check_real_studies()
 
     def _check_basic(self) -> None:
         if not self.name or any(c in self.name for c in "/\\"):
@@ -153,8 +210,7 @@ class StudySpec:
                 raise BenchError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.sample_gaussians < 100:
             raise BenchError(f"sample_gaussians must be >= 100, got {self.sample_gaussians}")
-        if self.max_frames is not None and self.max_frames < 1:
-            raise BenchError(f"max_frames must be >= 1 or null, got {self.max_frames}")
+        self._check_max_frames(names)
         if not 0 <= self.capture_noise < 0.5:
             raise BenchError(f"capture_noise must be in [0, 0.5), got {self.capture_noise}")
         if not 0 < self.alpha < 1:
@@ -170,6 +226,81 @@ class StudySpec:
         if max(real.start, sim.start) < min(real.stop, sim.stop):  # overlap, without a set
             raise BenchError("real_condition_offset must give initial conditions disjoint from "
                              "the simulated ones; raise it above sim_condition_offset + trials")
+
+    def _check_max_frames(self, names: list[str]) -> None:
+        if self.max_frames is None or isinstance(self.max_frames, int):
+            if self.max_frames is not None and self.max_frames < 1:
+                raise BenchError(f"max_frames must be >= 1 or null, got {self.max_frames}")
+            return
+        for scene, per_task in self.max_frames.items():
+            if scene not in names:
+                raise BenchError(f"max_frames names scene {scene!r}, which is not in the spec "
+                                 f"(scenes: {names}); fix the name")
+            for task, frames in per_task.items():
+                if task not in self.tasks:
+                    raise BenchError(f"max_frames[{scene!r}] names task {task!r}, which is not in "
+                                     f"tasks {list(self.tasks)}; fix the name")
+                if frames < 1:
+                    raise BenchError(f"max_frames[{scene!r}][{task!r}] must be >= 1, got {frames}")
+
+    def _check_real_studies(self) -> None:
+        names = self.scene_names
+        if self.real_domain not in REAL_DOMAINS:
+            raise BenchError(f"real_domain must be one of {list(REAL_DOMAINS)}, got "
+                             f"{self.real_domain!r}")
+        if self.real_domain == "results" and self.real_results is None:
+            raise BenchError("real_domain \"results\" needs \"real_results\": a CSV of your "
+                             "robot's outcomes")
+        if self.real_domain == "simulated" and self.real_results is not None:
+            raise BenchError("give either real_results or real_domain \"simulated\", not both")
+        for key in ("captures", "initial_points"):
+            unknown = sorted(set(getattr(self, key)) - set(names))
+            if unknown:
+                raise BenchError(f"{key} names scenes {unknown} that are not in the spec "
+                                 f"(scenes: {names}); fix the names")
+        clash = sorted(set(self.coverage) & (set(self.conditions) | set(self.extra_conditions)))
+        if clash:
+            raise BenchError(f"coverage conditions {clash} are also in conditions / "
+                             "extra_conditions; name each condition once")
+        if self.coverage:
+            from bench.study.coverage import plan_options
+
+            for cond, options in self.coverage.items():
+                plan_options(cond, options)  # validates mode, fraction, seed
+            missing = [s for s in names if s not in self.captures]
+            if missing:
+                raise BenchError(f"coverage conditions need each scene's capture manifest; add "
+                                 f"captures for scenes {missing} (the capture.json of `bench "
+                                 "capture`)")
+        unknown = sorted(set(self.coverage_training) - set(COVERAGE_TRAINING_KEYS))
+        if unknown:
+            raise BenchError(f"unknown coverage_training keys {unknown}; valid keys: "
+                             f"{list(COVERAGE_TRAINING_KEYS)}")
+        if self.obs_policy_every < 0:
+            raise BenchError(f"obs_policy_every must be >= 0 (0: no OBS-Policy), got "
+                             f"{self.obs_policy_every}")
+        if self.reliability_variants is not None:
+            unknown = sorted(set(self.reliability_variants) - set(self.all_conditions))
+            if unknown:
+                raise BenchError(f"reliability_variants {unknown} are not conditions of the "
+                                 f"study ({self.all_conditions}); fix the names")
+
+    def frames_limit(self, scene: str, task: str) -> int | None:
+        """Time limit of one (scene, task) in 10 Hz frames (None: the task's default)."""
+        if isinstance(self.max_frames, dict):
+            return self.max_frames.get(scene, {}).get(task)
+        return self.max_frames
+
+    @property
+    def reliability_conditions(self) -> list[str]:
+        """Conditions the reliability classifier labels (YUBI: the counterfactual ones)."""
+        chosen = (list(self.reliability_variants) if self.reliability_variants is not None
+                  else [c for c in self.all_conditions if c != CLEAN])
+        if self.include_clean and CLEAN not in chosen:
+            chosen = [CLEAN, *chosen]
+        if not self.include_clean:
+            chosen = [c for c in chosen if c != CLEAN]
+        return chosen
 
     def validate_registries(self) -> None:
         """Check every preset, task, policy and metric name against its registry."""
@@ -213,6 +344,20 @@ class StudySpec:
             if not (Path(path) / SCENE_FILE).is_file():
                 raise BenchError(f"{what} {name!r}: {path} is not a scene bundle (no {SCENE_FILE});"
                                  " fix the path in the spec (relative paths are relative to it)")
+        from bench.study.coverage import refuse_planless_coverage
+
+        refuse_planless_coverage(self)
+        for scene, path in self.initial_points.items():
+            if not Path(path).is_file():
+                raise BenchError(f"initial_points of scene {scene!r}: {path} is not a file; "
+                                 "give the seed PLY (dense MVS points) or drop the entry")
+        if self.real_results is not None:
+            from bench.study.real_results import read_real_results
+
+            read_real_results(self)  # every refusal of the CSV before --out is touched
+        from bench.study.captures import check_capture_sources
+
+        check_capture_sources(self)
 
     @property
     def scene_names(self) -> list[str]:
@@ -220,11 +365,18 @@ class StudySpec:
 
     @property
     def all_conditions(self) -> list[str]:
-        return list(self.conditions) + list(self.extra_conditions)
+        return list(self.conditions) + list(self.extra_conditions) + list(self.coverage)
+
+    @property
+    def simulated_real(self) -> bool:
+        """True when the "real" domain is the simulator's stand-in (``simulated-real``)."""
+        return self.real_domain == "simulated"
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["policies"] = {t: list(p) for t, p in self.policies.items()}
+        if self.reliability_variants is not None:
+            data["reliability_variants"] = list(self.reliability_variants)
         return data
 
     def replace(self, **changes: Any) -> StudySpec:
@@ -274,11 +426,24 @@ FIELD_TYPES: dict[str, tuple[Any, str]] = {
     "real_condition_offset": (_is_int, "an integer"),
     "image_size": (lambda v: isinstance(v, (list, tuple)) and len(v) == 2
                    and all(_is_int(x) for x in v), "[height, width] in pixels"),
-    "max_frames": (lambda v: v is None or _is_int(v), "an integer or null"),
+    "max_frames": (lambda v: v is None or _is_int(v) or _is_map(v, lambda m: _is_map(m, _is_int)),
+                   "an integer, null or an object {scene: {task: frames}}"),
     "metrics": (_is_str_seq, "a list of metric names"),
     "capture_noise": (_is_real, "a number"),
     "render_backend": (lambda v: isinstance(v, str), "a string"),
     "alpha": (_is_real, "a number"),
+    "real_results": (lambda v: v is None or _is_path(v), "a CSV path (or a YUBI data directory)"),
+    "real_domain": (lambda v: v is None or isinstance(v, str), "\"results\" or \"simulated\""),
+    "captures": (lambda v: _is_map(v, _is_path),
+                 "an object: scene name -> capture manifest or images folder"),
+    "coverage": (lambda v: _is_map(v, lambda m: isinstance(m, Mapping)),
+                 "an object: condition -> {mode, fraction, seed}"),
+    "coverage_training": (lambda v: isinstance(v, Mapping), "an object of training settings"),
+    "initial_points": (lambda v: _is_map(v, _is_path), "an object: scene name -> seed PLY"),
+    "obs_policy_every": (_is_int, "an integer (0: no OBS-Policy)"),
+    "reliability_variants": (lambda v: v is None or _is_str_seq(v),
+                             "a list of condition names or null"),
+    "include_clean": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 
@@ -307,6 +472,11 @@ def spec_from_dict(data: dict[str, Any], *, base: str | os.PathLike | None = Non
 
     if "scenes" in data:
         data["scenes"] = {k: resolve(v) for k, v in data["scenes"].items()}
+    for key in ("captures", "initial_points"):
+        if key in data:
+            data[key] = {k: resolve(v) for k, v in data[key].items()}
+    if data.get("real_results") is not None:
+        data["real_results"] = resolve(data["real_results"])
     if "extra_conditions" in data:
         data["extra_conditions"] = {c: {s: resolve(p) for s, p in m.items()}
                                     for c, m in data["extra_conditions"].items()}

@@ -23,7 +23,7 @@ from protocols.reliability import ALL_THREE
 SPEC = StudySpec(name="hand", sample_scenes={"a": 0, "b": 1},
                  conditions=("clean", "warp", "hole-54"), tasks=("cup", "tape"),
                  policies={"cup": ("p1", "p2"), "tape": ("p1", "p2")}, trials=4, real_trials=4,
-                 metrics=("psnr", "lpips"))
+                 metrics=("psnr", "lpips"), include_clean=True)
 
 # (scene, task) -> real (k1, k2), then per condition the sim (k1, k2); n = 4 everywhere
 COUNTS = {
@@ -161,3 +161,35 @@ def test_all_three_needs_two_tasks(tables):
     one = SPEC.replace(tasks=("cup",), policies={"cup": ("p1", "p2")})
     by_condition = {c: condition_pairs(one, counts, c) for c in one.all_conditions}
     assert set(reliability_labels(one, by_condition)) == {"cup"}
+
+
+def test_yubi_variant_set_excludes_clean(tables):
+    _, _, counts = tables
+    yubi = SPEC.replace(include_clean=False)
+    assert yubi.reliability_conditions == ["warp", "hole-54"]
+    by_condition = {c: condition_pairs(yubi, counts, c) for c in yubi.all_conditions}
+    labels = reliability_labels(yubi, by_condition)
+    assert labels["cup"] == {("a", "warp"): 1, ("a", "hole-54"): 1, ("b", "warp"): 0,
+                             ("b", "hole-54"): 1}
+    only = SPEC.replace(include_clean=False, reliability_variants=("warp",))
+    by_condition = {c: condition_pairs(only, counts, c) for c in only.all_conditions}
+    assert set(reliability_labels(only, by_condition)["cup"]) == {("a", "warp"), ("b", "warp")}
+
+
+def test_mmrv_and_pearson_per_condition(tables):
+    import numpy as np
+
+    folder, summary, _ = tables
+    clean = next(r for r in summary["ranking"] if r["condition"] == "clean")
+    # MMRV per comparison (SIMPLER, 2 policies): a/cup, b/cup agree -> 0; a/tape is a real tie
+    # (gap 0) -> 0; b/tape sim tie vs real 3/4 > 1/4: pi_1's max violation 0.5, pi_2's 0 -> 0.25
+    assert clean["mmrv"] == pytest.approx((0 + 0 + 0 + 0.25) / 4)
+    # Pearson over the 8 clean policy cells (closed form: numpy's correlation coefficient)
+    sim = [1, 0, .75, .25, .25, .5, .5, .5]
+    real = [1, .25, .5, .5, 0, .75, .75, .25]
+    assert clean["pearson"] == pytest.approx(np.corrcoef(sim, real)[0, 1])
+    assert clean["real_source"] == "simulated-real"
+    with open(folder / "ranking.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["real_source"] for r in rows} == {"simulated-real"}
+    assert "simulated-real" in (folder / "ranking.md").read_text()

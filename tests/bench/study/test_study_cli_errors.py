@@ -32,7 +32,8 @@ def _snapshot(folder):
     ("{", "not valid JSON"),
     ("[1]", "must be a JSON object"),
     (json.dumps({**SPEC, "trials": "ten"}), "'trials' must be an integer"),
-    (json.dumps({**SPEC, "scenes": {"lab": "nowhere"}}), "not a scene bundle"),
+    (json.dumps({**SPEC, "scenes": {"lab": "nowhere"}, "real_domain": "simulated"}),
+         "not a scene bundle"),
     (json.dumps({**SPEC, "alpha": 5}), "alpha must be in"),
     (json.dumps({**SPEC, "conditions": ["clean", "hole-45"]}), "hole-54"),
 ])

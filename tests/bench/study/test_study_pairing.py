@@ -21,7 +21,8 @@ from bench.study.store import ResultsStore
 
 SPEC = StudySpec(name="pairs", sample_scenes={"a": 0, "b": 1},
                  conditions=("clean", "warp", "hole-54"), tasks=("cup", "tape"), trials=3,
-                 real_trials=2, sim_condition_offset=5, real_condition_offset=500)
+                 real_trials=2, sim_condition_offset=5, real_condition_offset=500,
+                 obs_policy_every=0)
 
 
 @pytest.fixture()

@@ -21,7 +21,7 @@ def test_load_resolves_paths_and_defaults(tmp_path):
     (tmp_path / "spec.json").write_text(json.dumps({
         "name": "s1", "scenes": {"lab": "scenes/lab"}, "sample_scenes": {"duo": 3},
         "tasks": ["Cup", "pen"], "policies": {"pen": ["expert", "noisy-expert"]},
-        "trials": 4, "image_size": [96, 96]}))
+        "trials": 4, "image_size": [96, 96], "real_domain": "simulated"}))
     spec = load_spec(tmp_path / "spec.json")
     assert spec.scenes == {"lab": str((tmp_path / "scenes/lab").resolve())}
     assert spec.scene_names == ["duo", "lab"]
@@ -57,7 +57,7 @@ def test_load_resolves_paths_and_defaults(tmp_path):
     ({"sample_scenes": {"a": 0}, "seed": "x"}, "'seed' must be an integer"),
     ({"sample_scenes": {"a": 0}, "image_size": [64]}, "'image_size' must be \\[height, width\\]"),
     ({"sample_scenes": {"a": 0}, "policies": {"cup": "ab"}}, "'policies' must be an object"),
-    ({"sample_scenes": {"a": 0}, "max_frames": "x"}, "'max_frames' must be an integer or null"),
+    ({"sample_scenes": {"a": 0}, "max_frames": "x"}, "'max_frames' must be an integer, null"),
     # values the runner would only refuse after writing bundles and rollouts
     ({"sample_scenes": {"a": 0}, "alpha": 2}, "alpha must be in \\(0, 1\\)"),
     ({"sample_scenes": {"a": 0}, "seed": -1}, "seed must be >= 0"),
@@ -73,12 +73,12 @@ def test_every_field_has_a_type_check():
 
 
 def test_bundle_paths_checked_before_running(tmp_path):
-    spec = StudySpec(scenes={"lab": str(tmp_path / "nowhere")})
+    spec = StudySpec(scenes={"lab": str(tmp_path / "nowhere")}, real_domain="simulated")
     with pytest.raises(BenchError, match="'lab'.*not a scene bundle"):
         spec.validate_inputs()
     (tmp_path / "lab").mkdir()
     (tmp_path / "lab" / "scene.json").write_text("{}")
-    spec = StudySpec(scenes={"lab": str(tmp_path / "lab")},
+    spec = StudySpec(scenes={"lab": str(tmp_path / "lab")}, real_domain="simulated",
                      extra_conditions={"random-30": {"lab": str(tmp_path / "r30")}})
     with pytest.raises(BenchError, match="extra condition 'random-30', scene 'lab'"):
         spec.validate_inputs()
