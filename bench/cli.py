@@ -31,6 +31,7 @@ CLI_MODULES = (
     "bench.recon.cli",  # bench capture, bench coverage, bench train
     "bench.study.cli",  # bench study run | export
     "protocols.cli",  # bench tables, bench reliability, bench stats
+    "protocols.plan_cli",  # bench plan trials, bench reliability-inputs
     "bench.demo.cli",  # bench demo
 )
 

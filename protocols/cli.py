@@ -131,6 +131,11 @@ def _add_reliability(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing --out directory"
     )
+    parser.add_argument("--method", default="threshold",  # issue 17: protocols/predictors.py
+                        help="predictors: comma list of threshold, rank, logistic, or all "
+                        "(anything beyond threshold adds predictors*.csv with McNemar tests)")
+    parser.add_argument("--clean-variant", default=None, metavar="NAME",
+                        help="variant holding each scene's clean score, for dQ (default: clean)")
     parser.set_defaults(func=_run_reliability)
 
 
@@ -242,12 +247,21 @@ def _run_reliability(args: argparse.Namespace) -> int:
         written = write_reliability(staging, "reliability", results, targets, all_target=all_name,
                                     negated=negated)
         written += write_predictions(staging, "reliability_predictions", predictions)
+        extra_params = {}
+        if args.method != "threshold":  # issue 17: the predictors beyond the threshold
+            from protocols.predictor_report import predictors_for_cli
+
+            paths, extra_params = predictors_for_cli(staging, args.method, scores, labels,
+                                                     directions, all_target=all_name,
+                                                     clean_variant=args.clean_variant)
+            written += paths
         manifest = make_manifest(
             tool="reliability/1",
             params={
                 "lower_better": directions,
                 "all_target": all_name,
                 "rule": "H=1 iff oriented Q < tau",
+                **extra_params,
             },
             seed=None,
             inputs={"scores": args.scores, "labels": args.labels},

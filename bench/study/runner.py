@@ -394,7 +394,12 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
         _log("scoring quality (Test, OBS-Probe)")
         score_quality(spec, out, store, bundles, progress=progress)
         _log("running paired rollouts")
-        ran = run_rollouts(spec, store, bundles, progress=progress)
+        if spec.sequential is not None:  # issue 17: sequential stopping, bench/study/sequential
+            from bench.study.sequential import run_sequential_rollouts
+
+            ran = run_sequential_rollouts(spec, store, bundles, out, progress=progress)
+        else:
+            ran = run_rollouts(spec, store, bundles, progress=progress)
         tables = analyse(spec, store, out / "tables")
         store.export_csv(out / "tables")
     finally:

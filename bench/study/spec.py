@@ -32,6 +32,7 @@ from typing import Any
 
 from bench.errors import BenchError
 from bench.provenance import read_json
+from protocols.sequential import SequentialConfig
 
 CLEAN = "clean"
 DEFAULT_CONDITIONS = (CLEAN, "hole-54", "hole-90", "floaters-low", "floaters-mid",
@@ -71,6 +72,9 @@ class StudySpec:
             in for captured images, in [0, 1] intensity units.
         render_backend: ``bench.render`` backend for scoring and observations.
         alpha: Significance level of the Fisher test.
+        sequential: Sequential stopping (:class:`protocols.sequential.SequentialConfig`, given
+            as a JSON object: method, max_trials, min_trials, batch_size, alpha, effect); None
+            runs the fixed design. Its ``max_trials`` is ``trials``.
     """
 
     name: str = "study"
@@ -92,9 +96,11 @@ class StudySpec:
     capture_noise: float = 0.01
     render_backend: str = "auto"
     alpha: float = 0.05
+    sequential: SequentialConfig | None = None
 
     def __post_init__(self) -> None:
         check_field_types({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        self._resolve_sequential()  # issue 17: the sequential key
         object.__setattr__(self, "conditions", tuple(self.conditions))
         object.__setattr__(self, "tasks", tuple(t.lower() for t in self.tasks))
         object.__setattr__(self, "metrics", tuple(self.metrics))
@@ -106,6 +112,24 @@ class StudySpec:
                              f"{list(self.tasks)}; add them to tasks or remove them")
         object.__setattr__(self, "policies", pols)
         self._check_basic()
+
+    def _resolve_sequential(self) -> None:
+        config = self.sequential
+        if config is None:
+            return
+        try:
+            if isinstance(config, Mapping):
+                config = SequentialConfig.from_dict(config)
+        except (TypeError, ValueError) as exc:
+            raise BenchError(f"spec key 'sequential': {exc}") from None
+        if config.max_trials not in (None, self.trials):
+            raise BenchError(f"sequential max_trials ({config.max_trials}) must equal trials "
+                             f"({self.trials}): the fixed design's trials are the sequential "
+                             "cap; set one number")
+        if config.min_trials > self.trials:
+            raise BenchError(f"sequential min_trials ({config.min_trials}) exceeds trials "
+                             f"({self.trials}); lower min_trials or raise trials")
+        object.__setattr__(self, "sequential", config)
 
     def _check_basic(self) -> None:
         if not self.name or any(c in self.name for c in "/\\"):
@@ -255,6 +279,8 @@ FIELD_TYPES: dict[str, tuple[Any, str]] = {
     "capture_noise": (_is_real, "a number"),
     "render_backend": (lambda v: isinstance(v, str), "a string"),
     "alpha": (_is_real, "a number"),
+    "sequential": (lambda v: v is None or isinstance(v, (Mapping, SequentialConfig)),
+                   "an object {method, min_trials, batch_size, alpha, ...} or null"),
 }
 
 

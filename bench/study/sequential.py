@@ -1,0 +1,142 @@
+"""Sequential stopping for studies (spec key ``sequential``; statistics in protocols.sequential).
+
+For every (scene, task) policy pair the runner adds simulated rollouts in
+batches: after each look (``min_trials``, then every ``batch_size`` paired trials,
+up to ``max_trials`` = the spec's ``trials``) it runs the e-value test of
+:mod:`protocols.sequential` on the paired outcomes of pi_1 and pi_2 in *every*
+condition. A condition's decision is frozen at the first look where its test
+crosses ``2 / alpha``; the pair stops, in every condition together, once every
+condition has decided (or at ``max_trials``). So trials stay paired across
+conditions: trial ``t`` exists in all conditions of a pair or in none, and the
+clean-vs-counterfactual comparisons of the analysis compare the same starts.
+Conditions that decided early keep receiving rollouts until the last one
+decides; those extra rollouts do not change their frozen decision.
+
+The "real" domain keeps its fixed ``real_trials``. Outputs: ``tables/sequential.csv``
+/ ``.md`` (decision per pair and condition, trials, rollouts saved vs the fixed
+design) and ``figures/sequential_<condition>.png`` / ``.pdf``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.study.spec import CLEAN, StudySpec
+from bench.study.store import ResultsStore
+from protocols.sequential import UNDECIDED, SequentialDecision, decide
+
+
+def _pair_spec(spec: StudySpec, scene: str, task: str, trials: int) -> StudySpec:
+    """The spec restricted to one (scene, task) and the first ``trials`` simulated trials."""
+    return dataclasses.replace(
+        spec, tasks=(task,), policies={task: spec.policies[task]}, trials=trials,
+        sample_scenes={k: v for k, v in spec.sample_scenes.items() if k == scene},
+        scenes={k: v for k, v in spec.scenes.items() if k == scene},
+        extra_conditions={c: {scene: m[scene]} for c, m in spec.extra_conditions.items()})
+
+
+def _outcomes(store: ResultsStore, spec: StudySpec, scene: str, task: str
+              ) -> dict[tuple[str, str, str], list[int]]:
+    """(condition, policy, domain) -> successes in trial order."""
+    rows: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
+    for row in store.rollouts(spec.name):
+        if row.scene == scene and row.task == task:
+            rows.setdefault((row.condition, row.policy, row.domain), []).append(
+                (row.trial, int(row.success)))
+    return {k: [s for _, s in sorted(v)] for k, v in rows.items()}
+
+
+def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict, out: Path, *,
+                            progress: bool = True) -> int:
+    """Run the rollouts of ``spec`` with sequential stopping; write its table and figures.
+
+    Returns:
+        The number of rollouts run now (resumed rows already stored are not counted).
+    """
+    from tqdm import tqdm
+
+    from bench.study.runner import run_rollouts
+
+    config = spec.sequential
+    cap = spec.trials
+    looks = config.looks(cap)
+    ran = 0
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    pairs = [(s, t) for s in spec.scene_names for t in spec.tasks]
+    bar = tqdm(total=len(pairs) * len(looks), desc="sequential looks", unit="look",
+               file=sys.stderr, disable=not progress)
+    for scene, task in pairs:
+        p1, p2 = spec.policies[task]
+        decisions: dict[str, SequentialDecision] = {}
+        for index, look in enumerate(looks):
+            ran += run_rollouts(_pair_spec(spec, scene, task, look), store, bundles,
+                                progress=False)
+            outcomes = _outcomes(store, spec, scene, task)
+            decisions = {c: decide(outcomes[(c, p1, "sim")][:look],
+                                   outcomes[(c, p2, "sim")][:look], config, max_trials=cap)
+                         for c in spec.all_conditions}
+            bar.update(1)
+            if all(d.decision != UNDECIDED for d in decisions.values()):
+                bar.update(len(looks) - index - 1)
+                break
+        results[(scene, task)] = {"trials": look, "decisions": decisions,
+                                  "outcomes": outcomes}
+    bar.close()
+    write_sequential_report(spec, results, out)
+    return ran
+
+
+def _real_order(outcomes: dict, p1: str, p2: str) -> int:
+    from protocols.ranking import order_sign
+
+    r1, r2 = outcomes[(CLEAN, p1, "real")], outcomes[(CLEAN, p2, "real")]
+    return order_sign(sum(r1), len(r1), sum(r2), len(r2))
+
+
+def write_sequential_report(spec: StudySpec, results: dict, out: Path) -> list[Path]:
+    """``tables/sequential.csv|.md`` and one ``figures/sequential_<condition>`` per condition."""
+    from protocols.plan_figures import sequential_figure
+    from protocols.tablefmt import write_table
+
+    config, cap = spec.sequential, spec.trials
+    rows, figure_panels = [], {c: {} for c in spec.all_conditions}
+    total_run = 0
+    for (scene, task), result in results.items():
+        p1, p2 = spec.policies[task]
+        real = _real_order(result["outcomes"], p1, p2)
+        n = result["trials"]
+        total_run += 2 * n * len(spec.all_conditions)
+        for cond, d in result["decisions"].items():
+            named = {"pi_1": p1, "pi_2": p2}.get(d.decision, UNDECIDED)
+            sign = {"pi_1": 1, "pi_2": -1}.get(d.decision, 0)
+            agrees = "" if d.decision == UNDECIDED or real == 0 else int(sign == real)
+            rows.append([scene, task, cond, p1, p2, n, named, d.decided_at, d.favour_pi1,
+                         d.favour_pi2, d.log_e_pi1, d.log_e_pi2, agrees, 2 * (cap - n)])
+            outcomes = result["outcomes"]
+            figure_panels[cond][f"{scene}/{task}"] = {
+                "sim1": outcomes[(cond, p1, "sim")][:n], "sim2": outcomes[(cond, p2, "sim")][:n],
+                "real1": (sum(outcomes[(CLEAN, p1, "real")]), len(outcomes[(CLEAN, p1, "real")])),
+                "real2": (sum(outcomes[(CLEAN, p2, "real")]), len(outcomes[(CLEAN, p2, "real")])),
+                "decided_at": d.decided_at, "decision": named}
+    fixed = 2 * cap * len(spec.all_conditions) * len(results)
+    header = ["scene", "task", "condition", "pi_1", "pi_2", "paired_trials_run", "decision",
+              "decided_at", "discordant_pi1", "discordant_pi2", "log_e_pi1", "log_e_pi2",
+              "agrees_with_real", "rollouts_saved"]
+    notes = [f"Method {config.method!r}, alpha {config.alpha:g} (two one-sided e-processes at "
+             f"alpha/2; decide once E >= {2 / config.alpha:g}), looks at "
+             f"{config.looks(cap)} paired trials; valid under optional stopping.",
+             "A pair stops in every condition together once each condition has decided; "
+             "decided_at is where that condition's decision was frozen.",
+             f"Simulated rollouts run: {total_run} of the fixed design's {fixed} "
+             f"(saved {fixed - total_run}, {100.0 * (fixed - total_run) / fixed:.1f}%)."]
+    tables, figures = out / "tables", out / "figures"
+    paths = write_table(tables, "sequential", header, rows,
+                        title="Sequential evaluation: decision per policy pair and condition",
+                        notes=notes)
+    for cond, panels in figure_panels.items():
+        paths += sequential_figure(figures / f"sequential_{cond}", f"{spec.name}: {cond}",
+                                   panels)
+    return paths
