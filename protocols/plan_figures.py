@@ -91,7 +91,7 @@ def power_curves(out_stem: Path, ns: Sequence[int],
             ax.set_ylim(0, 1.02)
             ax.grid(linewidth=0.3, alpha=0.5)
             ax.legend(fontsize=5, frameon=False, loc="lower right")
-        axes[0].set_ylabel(f"P(Fisher p < {alpha:g}) (solid), P(right sign) (dashed)")
+        axes[0].set_ylabel(f"P(Fisher p < {alpha:g}) solid, P(right order) dashed")
         fig.subplots_adjust(left=0.09, right=0.99, top=0.9, bottom=0.16, wspace=0.08)
         return _save(fig, out_stem)
 
