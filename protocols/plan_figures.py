@@ -118,7 +118,7 @@ def sequential_figure(out_stem: Path, title: str,
     with matplotlib.rc_context(STYLE):
         cols = min(3, len(panels))
         rows = (len(panels) + cols - 1) // cols
-        fig = _figure(2.6 * cols + 0.4, 2.1 * rows + 0.5)
+        fig = _figure(2.8 * cols + 0.8, 2.1 * rows + 0.8)
         axes = fig.subplots(rows, cols, sharey=True, squeeze=False).ravel()
         for ax, (label, panel) in zip(axes, panels.items(), strict=False):
             end = 1
@@ -155,8 +155,8 @@ def sequential_figure(out_stem: Path, title: str,
             ax.set_visible(False)
         axes[0].set_ylabel("success rate (%)")
         axes[0].legend(fontsize=5, frameon=False, loc="lower left")
-        fig.suptitle(f"{title}: running sim success (95% Wilson band), real rates (bars), "
+        fig.suptitle(f"{title}\nrunning sim success (95% Wilson band), real rates (bars), "
                      "sequential decision (red)", fontsize=7.5)
-        fig.subplots_adjust(left=0.08, right=0.98, top=0.86 if rows == 1 else 0.9,
-                            bottom=0.14, wspace=0.1, hspace=0.6)
+        fig.subplots_adjust(left=0.1, right=0.98, top=0.78 if rows == 1 else 0.86,
+                            bottom=0.15, wspace=0.1, hspace=0.7)
         return _save(fig, out_stem)

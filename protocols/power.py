@@ -98,18 +98,14 @@ def fisher_p_table(n1: int, n2: int) -> np.ndarray:  # [n1 + 1, n2 + 1]
         ``p[k1, k2]``, float64.
     """
     n1, n2 = _check_n(n1), _check_n(n2)
+    if n1 == n2:
+        return _fisher_p_equal_rows(n1)
     from scipy.stats import hypergeom
 
     k1_all, k2_all = np.arange(n1 + 1), np.arange(n2 + 1)
     totals = k1_all[:, None] + k2_all[None, :]  # [n1 + 1, n2 + 1]
-    if n1 == n2:
-        # log-space, the two row terms added first: mirrored tables (k1, k2) and (k2, k1) get
-        # bit-identical probabilities (a + b == b + a), so scipy's ties are ties here too; fast
-        log_pmf = (_log_choose(n1, k1_all)[:, None] + _log_choose(n2, k2_all)[None, :]
-                   - _log_choose(n1 + n2, totals))
-        pmf_table = np.exp(log_pmf)
-    else:  # one vectorised call: the probabilities scipy.stats.fisher_exact uses per table
-        pmf_table = hypergeom.pmf(k1_all[:, None], n1 + n2, n1, totals)
+    # one vectorised call: the probabilities scipy.stats.fisher_exact uses per table
+    pmf_table = hypergeom.pmf(k1_all[:, None], n1 + n2, n1, totals)
     p = np.ones((n1 + 1, n2 + 1), dtype=np.float64)
     for m in range(1, n1 + n2):  # m = 0 and m = n1 + n2 have an empty column: p = 1
         k1 = np.arange(max(0, m - n2), min(n1, m) + 1)
@@ -123,6 +119,28 @@ def fisher_p_table(n1: int, n2: int) -> np.ndarray:  # [n1 + 1, n2 + 1]
         values[np.abs(pmf - pmode) / np.maximum(pmf, pmode) <= 1e-14] = 1.0
         p[k1, m - k1] = values
     return p
+
+
+def _fisher_p_equal_rows(n: int) -> np.ndarray:  # [n + 1, n + 1]
+    """Equal rows: ``p = min(1, 2 P(K1 <= min(k1, k2) | m))``, every table in O(n^2).
+
+    With ``n`` trials in both rows the hypergeometric law of ``K1`` given
+    ``m = k1 + k2`` is symmetric (``pmf(j) = pmf(m - j)``) and unimodal, so the
+    tables at most as probable as the observed one are exactly the two tails beyond
+    it: the two-sided p is twice the smaller tail (capped at 1; a table at the mode
+    gets 1), the same set scipy's relative-tolerance rule selects.
+    """
+    k = np.arange(n + 1)
+    log_rows = _log_choose(n, k)  # [n + 1]
+    m = np.arange(2 * n + 1)[:, None]  # [2n + 1, 1]
+    k2 = m - k[None, :]  # [2n + 1, n + 1]
+    inside = (k2 >= 0) & (k2 <= n)
+    log_pmf = log_rows[None, :] + log_rows[np.clip(k2, 0, n)] - _log_choose(2 * n, m)
+    by_total = np.where(inside, np.exp(log_pmf), 0.0)  # [m, k1]: P(K1 = k1 | m)
+    lower_tail = np.cumsum(by_total, axis=1)  # P(K1 <= k1 | m)
+    totals = k[:, None] + k[None, :]
+    smaller = np.minimum(k[:, None], k[None, :])
+    return np.minimum(1.0, 2.0 * lower_tail[totals, smaller])
 
 
 def _log_choose(n: int, k: np.ndarray) -> np.ndarray:
