@@ -105,3 +105,28 @@ def test_yubi_pilot_file_holds_the_published_real_counts():
         assert counts[(scene, task, "pi_2")] == (pair.real_k2, pair.real_n2)
     assert not math.isnan(float((ROOT / "results/yubi/plan/trials.csv").read_text()
                                 .splitlines()[1].split(",")[7]))
+
+
+def test_new_protocol_modules_run_without_torch_mujoco_warp():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import protocols.power, protocols.sequential, protocols.predictors, "
+        "protocols.predictor_report, protocols.plan_cli, protocols.plan_figures\n"
+        "from protocols import power, predictors, sequential\n"
+        "power.plan_pairs([0.9], [0.2], power.PlanTargets(max_trials=30))\n"
+        "sequential.simulate(0.8, 0.2, sequential.SequentialConfig(), max_trials=20, "
+        "sequences=10, seed=0)\n"
+        "s = {'m': {(sc, v): float(i + j) for i, sc in enumerate('abc') "
+        "for j, v in enumerate(['clean', 'x', 'y'])}}\n"
+        "l = {'t': {(sc, v): int(v == 'y') for sc in 'abc' for v in ['x', 'y']}}\n"
+        "predictors.run_predictors(s, l, methods=['logistic', 'rank'], "
+        "lower_better={'m': False}, clean_variant='clean')\n"
+        "heavy = [m for m in ('torch', 'mujoco', 'warp') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
