@@ -47,16 +47,24 @@ def write_predictor_tables(out: Path, run: PredictorRun, comparisons: Sequence[M
     paths = write_table(out, "predictors", header, rows,
                         title="Reliability predictors: correct/total held-out decisions",
                         notes=notes)
+    from protocols.predictors import holm_adjusted
+
+    family = [i for i, m in enumerate(comparisons) if m.target not in task_targets]
+    holm = dict(zip(family, holm_adjusted([comparisons[i].p_value for i in family]),
+                    strict=True)) if family else {}
     mc_rows = [(m.method, m.target, m.correct, m.baseline_correct, m.decisions, m.b, m.c,
-                f"{m.p_value:.4g}") for m in comparisons]
+                f"{m.p_value:.4g}", f"{holm[i]:.4g}" if i in holm else "")
+               for i, m in enumerate(comparisons)]
     paths += write_table(
         out, "predictors_mcnemar",
         ("method", "target", "correct", "always_reliable_correct", "decisions",
-         "only_predictor_right", "only_baseline_right", "mcnemar_exact_p"), mc_rows,
+         "only_predictor_right", "only_baseline_right", "mcnemar_exact_p", "holm_p"), mc_rows,
         title="Each predictor vs always-reliable: exact McNemar test on the paired decisions",
         notes=["p = two-sided binomial test of only_predictor_right out of the discordant "
                "decisions at 1/2; Total pools the task targets (decisions treated as "
-               "independent)."])
+               "independent).",
+               f"holm_p: Holm-adjusted over the {len(family)} Total and all-tasks rows of this "
+               "table (the per-task rows are left unadjusted, for reading only)."])
     pred_rows = [(row, target, p.scene, p.variant, "" if np.isnan(p.quality) else repr(p.quality),
                   p.label, p.prediction, int(p.correct), p.fit_status,
                   "" if p.threshold is None else repr(p.threshold))

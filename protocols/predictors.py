@@ -269,6 +269,19 @@ def mcnemar_exact(predictor_correct: Sequence[bool], baseline_correct: Sequence[
     return McNemar(method, target, int(a.sum()), int(z.sum()), int(a.size), b, c, min(p, 1.0))
 
 
+def holm_adjusted(p_values: Sequence[float]) -> np.ndarray:  # [M] -> [M]
+    """Holm's step-down adjusted p-values (family-wise error over all ``M`` comparisons).
+
+    Sorted ascending, ``p_(i)`` becomes ``max_{j <= i} min(1, (M - j + 1) p_(j))``.
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    order = np.argsort(p, kind="stable")
+    scaled = np.minimum(1.0, (p.size - np.arange(p.size)) * p[order])
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.maximum.accumulate(scaled)
+    return adjusted
+
+
 def compare_with_baseline(run: PredictorRun, *, task_targets: Sequence[str]) -> list[McNemar]:
     """McNemar of every predictor row vs always-reliable, per target and pooled over tasks."""
     rows = []
@@ -301,6 +314,7 @@ __all__ = [
     "PredictorRun",
     "compare_with_baseline",
     "fit_threshold",
+    "holm_adjusted",
     "logistic_predictions",
     "mcnemar_exact",
     "paired_changes",

@@ -130,3 +130,10 @@ def test_new_protocol_modules_run_without_torch_mujoco_warp():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+def test_holm_adjustment_closed_form():
+    # p sorted: 0.01, 0.02, 0.04 with M = 3 -> 0.03, max(0.03, 0.04) = 0.04, max(0.04, 0.04)
+    adjusted = pr.holm_adjusted([0.04, 0.01, 0.02])
+    assert adjusted.tolist() == pytest.approx([0.04, 0.03, 0.04])
+    assert pr.holm_adjusted([0.5, 0.9]).tolist() == [1.0, 1.0]
