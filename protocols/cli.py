@@ -200,7 +200,9 @@ def load_labels(
                 f"{path.name} line {line}: duplicate label for {row['target']} {key}; keep one"
             )
         target_labels[key] = int(row["label"])
-    name = all_target or ("All-three" if len(labels) == 3 else "All-tasks")
+    # a labels file that already holds All-three (e.g. the YUBI one) keeps that name
+    name = all_target or ("All-three" if len(labels) == 3 or "All-three" in labels
+                          else "All-tasks")
     tasks = [t for t in labels if t != name]
     if name not in labels and len(tasks) >= 2:
         shared = set.intersection(*(set(labels[t]) for t in tasks))

@@ -120,3 +120,22 @@ def test_spec_round_trip_keeps_the_config():
     assert spec.sequential.method == "sprt" and spec.sequential.looks(30)[0] == 10
     again = spec_from_dict(spec.to_json())
     assert again == spec and again.to_json()["sequential"]["effect"] == 0.3
+
+
+def test_run_study_dispatches_to_the_sequential_hook_only_when_configured(monkeypatch,
+                                                                          tmp_path):
+    import bench.study.analysis
+    import bench.study.runner as runner
+    import bench.study.sequential
+
+    calls = []
+    monkeypatch.setattr(runner, "prepare_conditions", lambda *a, **k: {})
+    monkeypatch.setattr(runner, "score_quality", lambda *a, **k: None)
+    monkeypatch.setattr(bench.study.analysis, "analyse", lambda *a, **k: {"ranking": []})
+    monkeypatch.setattr(runner, "run_rollouts", lambda *a, **k: calls.append("fixed") or 0)
+    monkeypatch.setattr(bench.study.sequential, "run_sequential_rollouts",
+                        lambda *a, **k: calls.append("sequential") or 0)
+    fixed = SPEC.replace(sequential=None)
+    runner.run_study(fixed, tmp_path / "fixed", progress=False)
+    runner.run_study(SPEC, tmp_path / "seq", progress=False)
+    assert calls == ["fixed", "sequential"]
