@@ -134,6 +134,8 @@ def sequential_figure(out_stem: Path, title: str,
                 end = max(end, outcomes.size)
             for policy, key, offset in ((1, "real1", 0.03), (2, "real2", 0.07)):
                 k, n = panel[key]
+                if n == 0:
+                    continue
                 lo, hi = wilson_bounds(np.array([k]), int(n))
                 xr = end * (1 + offset) + 0.5
                 ax.errorbar(xr, 100 * k / n, yerr=[[100 * (k / n - lo[0])],

@@ -39,14 +39,33 @@ def _pair_spec(spec: StudySpec, scene: str, task: str, trials: int) -> StudySpec
 
 
 def _outcomes(store: ResultsStore, spec: StudySpec, scene: str, task: str
-              ) -> dict[tuple[str, str, str], list[int]]:
-    """(condition, policy, domain) -> successes in trial order."""
-    rows: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
+              ) -> dict[tuple[str, str, str], dict[int, int]]:
+    """(condition, policy, domain) -> {trial: success} of the stored rollouts."""
+    rows: dict[tuple[str, str, str], dict[int, int]] = {}
     for row in store.rollouts(spec.name):
         if row.scene == scene and row.task == task:
-            rows.setdefault((row.condition, row.policy, row.domain), []).append(
-                (row.trial, int(row.success)))
-    return {k: [s for _, s in sorted(v)] for k, v in rows.items()}
+            rows.setdefault((row.condition, row.policy, row.domain), {})[row.trial] = int(
+                row.success)
+    return rows
+
+
+def _paired(outcomes: dict, cond: str, p1: str, p2: str, upto: int
+            ) -> tuple[list[int], list[int]]:
+    """Outcomes of the trials 0, 1, ... that both policies have, up to ``upto``.
+
+    Stops at the first gap: a rollout that is not stored (e.g. one that ended in a
+    policy fault) ends the paired prefix there.
+    """
+    a, b = outcomes.get((cond, p1, "sim"), {}), outcomes.get((cond, p2, "sim"), {})
+    n = 0
+    while n < upto and n in a and n in b:
+        n += 1
+    return [a[t] for t in range(n)], [b[t] for t in range(n)]
+
+
+def _real_counts(outcomes: dict, policy: str) -> tuple[int, int]:
+    real = outcomes.get((CLEAN, policy, "real"), {})
+    return sum(real.values()), len(real)
 
 
 def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict, out: Path, *,
@@ -75,9 +94,8 @@ def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict,
             ran += run_rollouts(_pair_spec(spec, scene, task, look), store, bundles,
                                 progress=False)
             outcomes = _outcomes(store, spec, scene, task)
-            decisions = {c: decide(outcomes[(c, p1, "sim")][:look],
-                                   outcomes[(c, p2, "sim")][:look], config, max_trials=cap)
-                         for c in spec.all_conditions}
+            decisions = {c: decide(*_paired(outcomes, c, p1, p2, look), config,
+                                   max_trials=cap) for c in spec.all_conditions}
             bar.update(1)
             if all(d.decision != UNDECIDED for d in decisions.values()):
                 bar.update(len(looks) - index - 1)
@@ -92,8 +110,8 @@ def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict,
 def _real_order(outcomes: dict, p1: str, p2: str) -> int:
     from protocols.ranking import order_sign
 
-    r1, r2 = outcomes[(CLEAN, p1, "real")], outcomes[(CLEAN, p2, "real")]
-    return order_sign(sum(r1), len(r1), sum(r2), len(r2))
+    (k1, n1), (k2, n2) = _real_counts(outcomes, p1), _real_counts(outcomes, p2)
+    return order_sign(k1, n1, k2, n2) if n1 and n2 else 0
 
 
 def write_sequential_report(spec: StudySpec, results: dict, out: Path) -> list[Path]:
@@ -116,11 +134,11 @@ def write_sequential_report(spec: StudySpec, results: dict, out: Path) -> list[P
             rows.append([scene, task, cond, p1, p2, n, named, d.decided_at, d.favour_pi1,
                          d.favour_pi2, d.log_e_pi1, d.log_e_pi2, agrees, 2 * (cap - n)])
             outcomes = result["outcomes"]
+            sim1, sim2 = _paired(outcomes, cond, p1, p2, n)
             figure_panels[cond][f"{scene}/{task}"] = {
-                "sim1": outcomes[(cond, p1, "sim")][:n], "sim2": outcomes[(cond, p2, "sim")][:n],
-                "real1": (sum(outcomes[(CLEAN, p1, "real")]), len(outcomes[(CLEAN, p1, "real")])),
-                "real2": (sum(outcomes[(CLEAN, p2, "real")]), len(outcomes[(CLEAN, p2, "real")])),
-                "decided_at": d.decided_at, "decision": named}
+                "sim1": sim1, "sim2": sim2, "real1": _real_counts(outcomes, p1),
+                "real2": _real_counts(outcomes, p2), "decided_at": d.decided_at,
+                "decision": named}
     fixed = 2 * cap * len(spec.all_conditions) * len(results)
     header = ["scene", "task", "condition", "pi_1", "pi_2", "paired_trials_run", "decision",
               "decided_at", "discordant_pi1", "discordant_pi2", "log_e_pi1", "log_e_pi2",

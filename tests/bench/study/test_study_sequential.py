@@ -139,3 +139,12 @@ def test_run_study_dispatches_to_the_sequential_hook_only_when_configured(monkey
     runner.run_study(fixed, tmp_path / "fixed", progress=False)
     runner.run_study(SPEC, tmp_path / "seq", progress=False)
     assert calls == ["fixed", "sequential"]
+
+
+def test_pairing_stops_at_the_first_missing_rollout():
+    from bench.study.sequential import _paired
+
+    outcomes = {("clean", "p", "sim"): {0: 1, 1: 0, 2: 1, 3: 1},
+                ("clean", "q", "sim"): {0: 0, 1: 0, 3: 1}}  # trial 2 of q not stored
+    assert _paired(outcomes, "clean", "p", "q", 10) == ([1, 0], [0, 0])
+    assert _paired(outcomes, "warp", "p", "q", 10) == ([], [])
