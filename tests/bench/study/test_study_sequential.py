@@ -34,7 +34,7 @@ def stand_in(monkeypatch):
 
     calls = []
 
-    def run_episode(env, policy, *, condition, episode, policy_name):
+    def run_episode(env, policy, *, condition, episode, policy_name, **_):
         calls.append((env.scene, env.task, policy_name, condition))
         if env.task == "cup":
             success = policy_name == "visual-servo"
@@ -42,7 +42,7 @@ def stand_in(monkeypatch):
             success = condition % 3 == 0
         record = SimpleNamespace(success=success, progress_final=1.0 * success,
                                  progress_max=1.0, frames=10, failure="", truncated=False,
-                                 first_grasp_frame=-1)
+                                 first_grasp_frame=-1, status="ok")
         return record, [], 0.0
 
     monkeypatch.setattr(bench.scene.bundle, "load_scene", lambda path: str(path))
