@@ -38,6 +38,7 @@ CLI_MODULES = (
     "bench.recon.cli",  # bench capture, bench coverage, bench train
     "bench.study.cli",  # bench study run | export
     "protocols.cli",  # bench tables, bench reliability, bench stats
+    "protocols.plan_cli",  # bench plan trials, bench reliability-inputs
     "bench.demo.cli",  # bench demo
     "bench.align.cli",  # bench align color | pose (issue 16)
     "bench.sim.softbody.cli",  # bench softbody rollout (issue 16)

@@ -138,6 +138,11 @@ def _add_reliability(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing --out directory"
     )
+    parser.add_argument("--method", default="threshold",  # issue 17: protocols/predictors.py
+                        help="predictors: comma list of threshold, rank, logistic, or all "
+                        "(anything beyond threshold adds predictors*.csv with McNemar tests)")
+    parser.add_argument("--clean-variant", default=None, metavar="NAME",
+                        help="variant holding each scene's clean score, for dQ (default: clean)")
     parser.set_defaults(func=_run_reliability)
 
 
@@ -212,7 +217,9 @@ def load_labels(
                 f"{path.name} line {line}: duplicate label for {row['target']} {key}; keep one"
             )
         target_labels[key] = int(row["label"])
-    name = all_target or ("All-three" if len(labels) == 3 else "All-tasks")
+    # a labels file that already holds All-three (e.g. the YUBI one) keeps that name
+    name = all_target or ("All-three" if len(labels) == 3 or "All-three" in labels
+                          else "All-tasks")
     tasks = [t for t in labels if t != name]
     if name not in labels and len(tasks) >= 2:
         shared = set.intersection(*(set(labels[t]) for t in tasks))
@@ -263,12 +270,21 @@ def _run_reliability(args: argparse.Namespace) -> int:
         written = write_reliability(staging, "reliability", results, targets, all_target=all_name,
                                     negated=negated)
         written += write_predictions(staging, "reliability_predictions", predictions)
+        extra_params = {}
+        if args.method != "threshold":  # issue 17: the predictors beyond the threshold
+            from protocols.predictor_report import predictors_for_cli
+
+            paths, extra_params = predictors_for_cli(staging, args.method, scores, labels,
+                                                     directions, all_target=all_name,
+                                                     clean_variant=args.clean_variant)
+            written += paths
         manifest = make_manifest(
             tool="reliability/1",
             params={
                 "lower_better": directions,
                 "all_target": all_name,
                 "rule": "H=1 iff oriented Q < tau",
+                **extra_params,
             },
             seed=None,
             inputs={"scores": args.scores, "labels": args.labels},

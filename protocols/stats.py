@@ -15,7 +15,6 @@ Conventions (as in the YUBI-Real2Sim and Real-to-Sim GS papers):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -79,14 +78,32 @@ def wilson_interval(k: int, n: int, *, confidence: float = 0.95) -> Interval:
     confidence = check_confidence(confidence)
     if n == 0:
         raise ValueError("n = 0 trials: a rate needs at least one trial; pass n >= 1")
-    z = _z_value(confidence)
+    low, high = wilson_bounds(np.array([k]), n, confidence=confidence)
+    return Interval(k / n, float(low[0]), float(high[0]), confidence, "wilson")
+
+
+def wilson_bounds(
+    k: np.ndarray, n: int, *, confidence: float = 0.95  # k: [M] successes
+) -> tuple[np.ndarray, np.ndarray]:  # ([M], [M])
+    """Vectorised Wilson bounds of many success counts out of the same ``n`` trials.
+
+    The one definition behind :func:`wilson_interval` (which validates its
+    counts); here ``k`` must already hold whole numbers in ``0..n``.
+
+    Returns:
+        ``(low, high)`` arrays; exactly 0 at ``k = 0`` and 1 at ``k = n``.
+    """
+    counts = np.asarray(k, dtype=np.float64)
+    if n < 1 or np.any(counts < 0) or np.any(counts > n):
+        raise ValueError(f"Wilson bounds need 0 <= k <= n and n >= 1, got n = {n}")
+    z = _z_value(check_confidence(confidence))
     z2 = z * z
-    centre = (k + z2 / 2.0) / (n + z2)
-    half = z / (n + z2) * math.sqrt(k * (n - k) / n + z2 / 4.0)
+    centre = (counts + z2 / 2.0) / (n + z2)
+    half = z / (n + z2) * np.sqrt(counts * (n - counts) / n + z2 / 4.0)
     # the exact bounds at k = 0 / k = n are 0 and 1; clip float round-off
-    low = 0.0 if k == 0 else max(0.0, centre - half)
-    high = 1.0 if k == n else min(1.0, centre + half)
-    return Interval(k / n, low, high, confidence, "wilson")
+    low = np.where(counts == 0, 0.0, np.maximum(0.0, centre - half))
+    high = np.where(counts == n, 1.0, np.minimum(1.0, centre + half))
+    return low, high
 
 
 def clopper_pearson_interval(k: int, n: int, *, confidence: float = 0.95) -> Interval:
@@ -279,5 +296,6 @@ __all__ = [
     "clopper_pearson_interval",
     "fisher_exact_p",
     "paired_bootstrap_ci",
+    "wilson_bounds",
     "wilson_interval",
 ]

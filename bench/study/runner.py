@@ -584,7 +584,14 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
         _log("scoring quality (Test, OBS-Probe)")
         score_quality(spec, out, store, bundles, progress=progress)
         _log("running paired rollouts")
-        ran = run_rollouts(spec, store, bundles, progress=progress, out=out)
+        if spec.sequential is not None:  # issue 17: sequential stopping, bench/study/sequential
+            from bench.study.sequential import run_sequential_rollouts
+
+            sequential: dict = {}
+            ran = run_sequential_rollouts(spec, store, bundles, out, progress=progress,
+                                          write_report=False, results_out=sequential)
+        else:
+            ran = run_rollouts(spec, store, bundles, progress=progress, out=out)
         from bench.study.faults import RolloutLog
         from bench.study.obs_policy import score_obs_policy
 
@@ -598,17 +605,26 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
                                  "--resume")
             _log("scoring OBS-Policy frames")
             score_obs_policy(spec, out, store, progress=progress)
-            tables = _write_tables(spec, store, out, analyse, log.export_csv)
+
+            def export_extra(tables_dir: Path) -> None:  # into the staged tables/
+                log.export_csv(tables_dir)
+                if spec.sequential is not None and sequential:
+                    from bench.study.sequential import write_sequential_report
+
+                    write_sequential_report(spec, sequential, tables_dir, out / "figures")
+
+            tables = _write_tables(spec, store, out, analyse, export_extra)
     finally:
         store.close()  # releases the output lock too
     return StudyResult(out=out, bundles=bundles, new_rollouts=ran, tables=tables)
 
 
 def _write_tables(spec: StudySpec, store: ResultsStore, out: Path, analyse: Any,
-                  export_faults: Any) -> dict:
+                  export_extra: Any) -> dict:
     """``tables/`` written into a staging directory and renamed into place (never half-done).
 
-    ``analyse`` None writes only the fault tables (``export_faults(dir)``: errors, latency).
+    ``export_extra(dir)`` writes the tables beside the analysis' (policy faults, latency,
+    sequential decisions); ``analyse`` None writes only those (a study with faults).
     """
     from bench import safety
     from bench.provenance import staged_output_dir
@@ -617,7 +633,7 @@ def _write_tables(spec: StudySpec, store: ResultsStore, out: Path, analyse: Any,
     if target.exists() and not safety.is_bench_output(target):
         safety.remove_inside(target, out)  # an unmarked tables/ of an older bench: ours too
     with staged_output_dir(target, overwrite=True, flag="tables/") as tmp:
-        export_faults(tmp)
+        export_extra(tmp)
         if analyse is None:
             tables = {}
         else:

@@ -46,6 +46,7 @@ from typing import Any
 
 from bench.errors import BenchError
 from bench.provenance import read_json
+from protocols.sequential import SequentialConfig
 
 CLEAN = "clean"
 DEFAULT_CONDITIONS = (CLEAN, "hole-54", "hole-90", "floaters-low", "floaters-mid",
@@ -119,6 +120,9 @@ class StudySpec:
         reliability_variants: Conditions whose labels the reliability classifier uses (None:
             every condition but clean, as YUBI).
         include_clean: Also label and classify the clean condition.
+        sequential: Sequential stopping (:class:`protocols.sequential.SequentialConfig`, given
+            as a JSON object: method, max_trials, min_trials, batch_size, alpha, effect); None
+            runs the fixed design. Its ``max_trials`` is ``trials``.
     """
 
     name: str = "study"
@@ -151,9 +155,11 @@ class StudySpec:
     obs_policy_every: int = 1
     reliability_variants: tuple[str, ...] | None = None
     include_clean: bool = False
+    sequential: SequentialConfig | None = None
 
     def __post_init__(self) -> None:
         check_field_types({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        self._resolve_sequential()  # issue 17: the sequential key
         object.__setattr__(self, "conditions", tuple(self.conditions))
         object.__setattr__(self, "tasks", tuple(t.lower() for t in self.tasks))
         object.__setattr__(self, "metrics", tuple(self.metrics))
@@ -179,6 +185,24 @@ class StudySpec:
 
         Deployment.from_dict(self.deployment)  # refuse bad knobs before anything runs
         self._check_real_studies()
+
+    def _resolve_sequential(self) -> None:
+        config = self.sequential
+        if config is None:
+            return
+        try:
+            if isinstance(config, Mapping):
+                config = SequentialConfig.from_dict(config)
+        except (TypeError, ValueError) as exc:
+            raise BenchError(f"spec key 'sequential': {exc}") from None
+        if config.max_trials not in (None, self.trials):
+            raise BenchError(f"sequential max_trials ({config.max_trials}) must equal trials "
+                             f"({self.trials}): the fixed design's trials are the sequential "
+                             "cap; set one number")
+        if config.min_trials > self.trials:
+            raise BenchError(f"sequential min_trials ({config.min_trials}) exceeds trials "
+                             f"({self.trials}); lower min_trials or raise trials")
+        object.__setattr__(self, "sequential", config)
 
     def _check_basic(self) -> None:
         if not self.name or any(c in self.name for c in "/\\"):
@@ -444,6 +468,8 @@ FIELD_TYPES: dict[str, tuple[Any, str]] = {
     "reliability_variants": (lambda v: v is None or _is_str_seq(v),
                              "a list of condition names or null"),
     "include_clean": (lambda v: isinstance(v, bool), "true or false"),
+    "sequential": (lambda v: v is None or isinstance(v, (Mapping, SequentialConfig)),
+                   "an object {method, min_trials, batch_size, alpha, ...} or null"),
 }
 
 
