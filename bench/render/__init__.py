@@ -91,6 +91,7 @@ def render(
     fisheye_mode: str = "direct",
     cubemap_face_px: int | None = None,
     occluder_depth: np.ndarray | None = None,
+    culling: bool = True,
 ) -> RenderOutput:
     """Render ``splats`` (world frame) from ``camera``.
 
@@ -108,6 +109,10 @@ def render(
             Gaussian at or behind it is dropped per pixel, so :func:`composite` is exact
             (``cpu``, ``torch``, ``reference``; ``gsplat`` ignores it and :func:`composite`
             falls back to the expected-depth rule, ``out.occluded`` tells which).
+        culling: ``cpu`` backend with at least :data:`~bench.render.culling.CULL_MIN_GAUSSIANS`
+            Gaussians: skip blocks of a cached spatial index that cannot be drawn
+            (:mod:`bench.render.culling`; the image is unchanged, bit for bit).
+            False renders through the plain backend.
 
     Returns:
         :class:`RenderOutput` with rgb [H, W, 3], depth [H, W], alpha [H, W], valid [H, W].
@@ -120,6 +125,11 @@ def render(
     occluder = check_occluder(occluder_depth, camera)
     name = resolve_backend(backend)
     fn = BACKENDS.get(name)
+    if culling and name == "cpu":
+        from bench.render.culling import CULL_MIN_GAUSSIANS, render_cpu_culled
+
+        if splats.num >= CULL_MIN_GAUSSIANS:
+            fn = render_cpu_culled
     extra = {"occluder_depth": occluder} if occluder is not None and name != "gsplat" else {}
     if name == "gsplat" and backend == "auto" and camera.model == "fisheye":
         from bench.render.gsplat_backend import supports_direct
