@@ -274,17 +274,41 @@ def render_cpu_culled(
     output equals ``render_cpu``'s; only Gaussians of blocks that cannot be drawn and
     fully transparent ones are never projected.
     """
-    import warp as wp
-
-    from bench.render import warp_backend as wb
     from bench.render.output import RenderOutput, resolve_sh_degree
 
     degree = resolve_sh_degree(splats.sh_degree, sh_degree)
-    width, height = camera.width, camera.height
     index = spatial_index(splats)
     if len(index.order) == 0:
         return RenderOutput.empty(camera, background, occluded=occluder_depth is not None)
     arr = _cpu_arrays(index, splats)
+    runs = block_runs(index, visible_blocks(index, camera))
+    return render_runs(arr, runs, camera, degree=degree, background=background,
+                       occluder_depth=occluder_depth, tile_size=tile_size,
+                       original=index.order)
+
+
+def render_runs(
+    arr,
+    runs: np.ndarray,  # [R, 2] (start, end) rows of ``arr`` to project
+    camera: Camera,
+    *,
+    degree: int,
+    background: tuple[float, float, float],
+    occluder_depth: np.ndarray | None,  # [H, W]
+    tile_size: int,
+    original: np.ndarray | None,  # [rows] original index of each row (depth ties), or None
+):
+    """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
+
+    The host side of ``warp_backend.render_cpu`` with the projection restricted to
+    ranges; the kernels are the backend's own.
+    """
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+    from bench.render.output import RenderOutput
+
+    width, height = camera.width, camera.height
     img = arr.image_buffers(width, height, tile_size)
     if camera.model == "fisheye":
         key = (camera.fx, camera.fy, camera.cx, camera.cy, camera.distortion, camera.max_theta)
@@ -295,7 +319,6 @@ def render_cpu_culled(
     elif img.valid_key is not None:
         img.valid.fill_(1)
         img.valid_np, img.valid_key = np.ones((height, width), bool), None
-    runs = block_runs(index, visible_blocks(index, camera))
     view = camera.camera_from_world.astype(np.float32)
     shared = [
         degree, wp.mat33(view[:3, :3]), wp.vec3(view[:3, 3]),
@@ -319,7 +342,8 @@ def render_cpu_culled(
     arr.sort_keys_np[:num] = arr.depth_np[visible]
     arr.order_np[:num] = visible
     wp.utils.radix_sort_pairs(arr.sort_keys, arr.order, num)
-    _ties_by_original_index(arr.sort_keys_np[:num], arr.order_np[:num], index.order)
+    if original is not None:
+        _ties_by_original_index(arr.sort_keys_np[:num], arr.order_np[:num], original)
     total = int(arr.touched_np[visible].sum(dtype=np.int64))
     if total > arr.isect.shape[0]:
         arr.isect = wp.zeros(int(total * 1.5), dtype=wp.int32, device=wb.DEVICE)
