@@ -64,6 +64,7 @@ def test_every_drawn_gaussian_is_in_a_visible_block(room):
         for a, b in runs:
             kept[index.order[a:b]] = True
         assert kept[drawn].all(), cam.name
+        np.testing.assert_array_equal(C.cull_indices(room, cam), np.flatnonzero(kept))
         dropped_somewhere |= kept.sum() < 0.5 * room.num
     assert dropped_somewhere  # the wall / corner views cull most blocks
 
