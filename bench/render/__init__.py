@@ -35,13 +35,14 @@ import numpy as np
 
 from bench.registry import Registry, lazy
 from bench.render.composite import composite
+from bench.render.lod import LodConfig
 from bench.render.output import RenderOutput, check_background, check_occluder
 from bench.render.reference import MAX_PAIRS
 from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 
-__all__ = ["BACKENDS", "FISHEYE_MODES", "RenderOutput", "composite", "render", "render_batch",
-           "resolve_backend"]
+__all__ = ["BACKENDS", "FISHEYE_MODES", "LodConfig", "RenderOutput", "composite", "render",
+           "render_batch", "resolve_backend"]
 
 FISHEYE_MODES = ("direct", "cubemap")
 
@@ -91,6 +92,8 @@ def render(
     fisheye_mode: str = "direct",
     cubemap_face_px: int | None = None,
     occluder_depth: np.ndarray | None = None,
+    culling: bool = True,
+    lod: LodConfig | None = None,
 ) -> RenderOutput:
     """Render ``splats`` (world frame) from ``camera``.
 
@@ -108,6 +111,13 @@ def render(
             Gaussian at or behind it is dropped per pixel, so :func:`composite` is exact
             (``cpu``, ``torch``, ``reference``; ``gsplat`` ignores it and :func:`composite`
             falls back to the expected-depth rule, ``out.occluded`` tells which).
+        culling: ``cpu`` backend with at least :data:`~bench.render.culling.CULL_MIN_GAUSSIANS`
+            Gaussians: skip blocks of a cached spatial index that cannot be drawn
+            (:mod:`bench.render.culling`; the image is unchanged, bit for bit).
+            False renders through the plain backend.
+        lod: Opt-in level of detail (:class:`~bench.render.lod.LodConfig`; ``cpu`` only):
+            far blocks are drawn as moment-matched merged Gaussians. Approximate;
+            record ``lod.to_json()`` with every result rendered this way.
 
     Returns:
         :class:`RenderOutput` with rgb [H, W, 3], depth [H, W], alpha [H, W], valid [H, W].
@@ -123,6 +133,18 @@ def render(
     occluder = check_occluder(occluder_depth, camera)
     name = resolve_backend(backend)
     fn = BACKENDS.get(name)
+    if lod is not None:
+        if name != "cpu":
+            raise ValueError(f"lod rendering runs on the cpu backend only, not {name!r}; "
+                             "use backend='cpu' or lod=None")
+        from bench.render.lod import render_cpu_lod
+
+        fn = functools.partial(render_cpu_lod, config=lod)
+    elif culling and name == "cpu":
+        from bench.render.culling import CULL_MIN_GAUSSIANS, render_cpu_culled
+
+        if splats.num >= CULL_MIN_GAUSSIANS:
+            fn = render_cpu_culled
     extra = {"occluder_depth": occluder} if occluder is not None and name != "gsplat" else {}
     if name == "gsplat" and backend == "auto" and camera.model == "fisheye":
         from bench.render.gsplat_backend import supports_direct

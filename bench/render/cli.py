@@ -50,6 +50,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="background colour, three values in [0, 1] [default 0,0,0]")
     p.add_argument("--sh-degree", type=int,
                    help="active SH degree, 0-3 [default: every stored band]")
+    p.add_argument("--lod-pixels", type=float, metavar="PX",
+                   help="opt-in level of detail (cpu backend, approximate): far blocks drawn as "
+                        "merged Gaussians whose cells project to at most PX pixels; recorded "
+                        "in the manifest (default: off, exact)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=run_render)
 
@@ -169,6 +173,17 @@ def run_render(args: argparse.Namespace) -> int:
     for cam in cameras:
         check_image_size(cam.height, cam.width, what=f"camera {cam.name!r} of {cam_path}")
     backend = resolve_backend(args.backend)
+    lod = None
+    if args.lod_pixels is not None:
+        from bench.render.lod import LodConfig
+
+        if backend != "cpu":
+            raise BenchError(f"--lod-pixels renders on the cpu backend only (got {backend}); "
+                             "add --backend cpu or drop --lod-pixels")
+        try:
+            lod = LodConfig(pixel_size=args.lod_pixels)
+        except ValueError as exc:
+            raise BenchError(f"{exc}; pass e.g. --lod-pixels 1") from None
     inputs = {"scene_json": Path(bundle.root) / SCENE_FILE}
     background_file = Path(bundle.root) / "background.ply"
     if background_file.exists():
@@ -180,7 +195,7 @@ def run_render(args: argparse.Namespace) -> int:
         outputs = {}
         for i, cam in enumerate(tqdm(cameras, desc="render", unit="view", file=sys.stderr)):
             out = render(bundle.background, cam, backend=backend, background=background,
-                         sh_degree=args.sh_degree, fisheye_mode=args.fisheye_mode)
+                         sh_degree=args.sh_degree, fisheye_mode=args.fisheye_mode, lod=lod)
             stem = _file_stem(i, cam.name)
             for kind, rel in write_view(tmp, stem, out).items():
                 outputs[f"{kind}:{stem}"] = tmp / rel
@@ -192,7 +207,8 @@ def run_render(args: argparse.Namespace) -> int:
                     "fisheye_mode": args.fisheye_mode, "width": args.width,
                     "height": args.height, "background": background,
                     "sh_degree": args.sh_degree, "scene": bundle.name,
-                    "depth_png_units_per_metre": DEPTH_PNG_SCALE},
+                    "depth_png_units_per_metre": DEPTH_PNG_SCALE,
+                    "lod": None if lod is None else lod.to_json()},
             seed=None, inputs=inputs, outputs=outputs,
             counts={"views": len(cameras), "gaussians": bundle.background.num},
             extra={"files": {k: str(Path(v).relative_to(tmp)) for k, v in outputs.items()}},

@@ -27,6 +27,9 @@ from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 
 _DEVICE_CACHE: dict[int, tuple] = {}
+# torch device of the gsplat calls. Always "cuda" in use; the CPU tests set "cpu" and
+# substitute gsplat's own pure-torch reference functions for its CUDA kernels.
+DEVICE = "cuda"
 
 
 def supports_direct(camera: Camera) -> bool:
@@ -45,7 +48,7 @@ def _import():
             f"the gsplat backend needs gsplat ({exc}); install it with "
             "`pip install splatbench[gpu]` on a CUDA machine, or use backend='cpu'"
         ) from None
-    if not torch.cuda.is_available():
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         raise ValueError("the gsplat backend needs a CUDA GPU; use backend='cpu' (or 'auto')")
     return torch, rasterization
 
@@ -53,9 +56,9 @@ def _import():
 def _tensors(splats: GaussianSplats, torch):
     key = id(splats)
     hit = _DEVICE_CACHE.get(key)
-    if hit is not None and hit[0] is splats:
+    if hit is not None and hit[0] is splats and hit[2] == DEVICE:
         return hit[1]
-    dev = "cuda"
+    dev = DEVICE
 
     def t(a):
         return torch.as_tensor(np.ascontiguousarray(a, dtype=np.float32), device=dev)
@@ -68,7 +71,7 @@ def _tensors(splats: GaussianSplats, torch):
         "colors": t(np.concatenate([splats.sh_dc[:, None, :], splats.sh_rest], axis=1)),
     }
     _DEVICE_CACHE.clear()  # keep one scene on the GPU at a time
-    _DEVICE_CACHE[key] = (splats, tensors)
+    _DEVICE_CACHE[key] = (splats, tensors, dev)
     return tensors
 
 
@@ -95,12 +98,12 @@ def render_gsplat_batch(
     groups: dict[tuple, list[int]] = {}
     for i, cam in enumerate(cameras):
         groups.setdefault((cam.width, cam.height, cam.model), []).append(i)
-    bg = torch.tensor(background, dtype=torch.float32, device="cuda")
+    bg = torch.tensor(background, dtype=torch.float32, device=DEVICE)
     for (width, height, model), idx in groups.items():
         viewmats = torch.as_tensor(np.stack([cameras[i].camera_from_world for i in idx]),
-                                   dtype=torch.float32, device="cuda")
+                                   dtype=torch.float32, device=DEVICE)
         ks = torch.as_tensor(np.stack([cameras[i].K for i in idx]), dtype=torch.float32,
-                             device="cuda")
+                             device=DEVICE)
         with torch.no_grad():
             colors, alphas, _ = rasterization(
                 tens["means"], tens["quats"], tens["scales"], tens["opacities"], tens["colors"],
@@ -111,12 +114,12 @@ def render_gsplat_batch(
             )
         colors, alphas = colors.cpu().numpy(), alphas[..., 0].cpu().numpy()
         for j, i in enumerate(idx):
-            outputs[i] = _to_output(cameras[i], colors[j], alphas[j])
+            outputs[i] = _to_output(cameras[i], colors[j], alphas[j], background)
     return outputs  # type: ignore[return-value]
 
 
 def _to_output(  # colors [H, W, 4] (RGB + expected depth), alpha [H, W]
-    camera: Camera, colors: np.ndarray, alpha: np.ndarray
+    camera: Camera, colors: np.ndarray, alpha: np.ndarray, background=(0.0, 0.0, 0.0)
 ) -> RenderOutput:
     rgb = colors[..., :3].astype(np.float32)
     depth = colors[..., 3].astype(np.float32)  # expected z (already divided by alpha)
@@ -127,6 +130,9 @@ def _to_output(  # colors [H, W, 4] (RGB + expected depth), alpha [H, W]
         with np.errstate(divide="ignore", invalid="ignore"):
             depth = (depth / rays[..., 2]).astype(np.float32)
         alpha = np.where(valid, alpha, 0.0)
+        # Outside the lens' image circle: background, like every other backend (gsplat
+        # itself draws Gaussians there).
+        rgb = np.where(valid[..., None], rgb, np.asarray(background, np.float32))
     depth = np.where(alpha > 0, depth, np.inf).astype(np.float32)
     return RenderOutput(rgb, depth, alpha.astype(np.float32), valid)
 

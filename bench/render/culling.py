@@ -1,0 +1,380 @@
+"""Hierarchical frustum and opacity culling in front of the render backends.
+
+A real scan holds 1-5 M Gaussians, most of them outside a pinhole view. The
+``cpu`` backend projects every Gaussian every frame; this module builds, once
+per :class:`~bench.scene.gaussians.GaussianSplats` object, a :class:`SpatialIndex`:
+
+- Gaussians whose opacity is below ``ALPHA_MIN`` are dropped (their alpha,
+  ``min(ALPHA_MAX, opacity * exp(-power))``, can never reach ``ALPHA_MIN``, so the
+  rasterizer skips them anyway);
+- the rest are sorted into a regular grid of *blocks* (cells of Gaussian
+  centres), block after block, each block keeping the bounding box of its centres
+  and the largest standard deviation of its Gaussians; blocks are grouped into
+  *super-blocks* (4 x 4 x 4 blocks) with the same bounds.
+
+Per frame, :func:`visible_blocks` tests super-blocks, then the blocks inside the
+kept super-blocks, against a conservative frustum (vectorised numpy): a block is
+dropped only when no Gaussian in it can pass the backend's own per-Gaussian cull
+(near plane, footprint square outside the image, fisheye angle). The kept blocks
+are projected by the unchanged Warp kernels of :mod:`bench.render.warp_backend`
+(one launch per contiguous run of blocks), so every surviving Gaussian goes
+through exactly today's arithmetic and the image is the same to the bit: ties in
+depth keep their original index order, as in :func:`~bench.render.warp_backend.render_cpu`.
+
+The conservative pinhole bound: with ``J`` the (clamped) projection Jacobian,
+``||J||_2 <= (f / z) sqrt(1 + Lx^2 + Ly^2)`` (``L`` the clamp limits), so a
+Gaussian of largest standard deviation ``s`` at depth ``z`` has a footprint
+radius of at most ``3 (f / z) k s + 3 sqrt(LOW_PASS + EIGEN_FLOOR^0.5) + 1`` px
+(``k = sqrt(1 + Lx^2 + Ly^2)``, the 1 for the ``ceil``). Its square overlaps the
+image only if the centre lies inside the frustum widened by that many pixels and
+by ``3 k s`` metres, which is a set of planes through the camera centre tested
+against each block's box grown by ``3 k s_max``.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.render import constants as K
+from bench.scene.cameras import Camera
+from bench.scene.gaussians import GaussianSplats
+
+TARGET_PER_BLOCK = 512  # Gaussians per block on average (launch overhead vs culling grain)
+CULL_MIN_GAUSSIANS = 100_000  # below this the index saves less than it costs; render() skips it
+SUPER = 4  # blocks per super-block side
+_PIXEL_MARGIN = 3.0 * math.sqrt(K.LOW_PASS_PX + math.sqrt(K.EIGEN_FLOOR)) + 1.0 + 1e-3
+
+
+@dataclass(frozen=True)
+class SpatialIndex:
+    """Block index of one splats object (built once by :func:`spatial_index`).
+
+    Attributes:
+        order: [M] original indices of the kept Gaussians, block by block (ascending
+            inside a block).
+        block_start: [B + 1] offsets of each block in ``order``.
+        lo, hi: [B, 3] bounding box of the block's centres (world).
+        sigma: [B] largest standard deviation (max scale) of the block's Gaussians.
+        super_of: [B] super-block of each block.
+        super_lo, super_hi: [S, 3]; super_sigma: [S].
+        dropped_transparent: Gaussians left out because opacity < ALPHA_MIN.
+    """
+
+    order: np.ndarray
+    block_start: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    sigma: np.ndarray
+    super_of: np.ndarray
+    super_lo: np.ndarray
+    super_hi: np.ndarray
+    super_sigma: np.ndarray
+    dropped_transparent: int
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.lo)
+
+
+_INDEX: weakref.WeakKeyDictionary[GaussianSplats, SpatialIndex] = weakref.WeakKeyDictionary()
+
+
+def spatial_index(splats: GaussianSplats, *, per_block: int = TARGET_PER_BLOCK) -> SpatialIndex:
+    """The block index of ``splats``, built on first use and cached with the object.
+
+    The cache is keyed on the object's identity (a weak reference, freed with the
+    splats); GaussianSplats are treated as immutable by every editor (they return
+    new objects), so a cached index never goes stale.
+    """
+    index = _INDEX.get(splats)
+    if index is None:
+        index = build_index(splats, per_block=per_block)
+        _INDEX[splats] = index
+    return index
+
+
+def build_index(splats: GaussianSplats, *, per_block: int = TARGET_PER_BLOCK) -> SpatialIndex:
+    """Sort the non-transparent Gaussians of ``splats`` into grid blocks (see module doc)."""
+    if per_block < 1:
+        raise ValueError(f"per_block must be >= 1, got {per_block}")
+    opaque = splats.opacities() >= K.ALPHA_MIN
+    keep = np.flatnonzero(opaque)
+    means = splats.means[keep].astype(np.float64)
+    sigma = np.exp(splats.log_scales[keep].astype(np.float64).max(axis=1))
+    n = len(keep)
+    if n == 0:
+        empty3 = np.zeros((0, 3))
+        return SpatialIndex(keep, np.zeros(1, np.int64), empty3, empty3,
+                            np.zeros(0), np.zeros(0, np.int64), empty3, empty3, np.zeros(0),
+                            int(splats.num))
+    lo_all, hi_all = means.min(axis=0), means.max(axis=0)
+    extent = np.maximum(hi_all - lo_all, 1e-9)
+    cells = max(1, n // per_block)
+    # Cell side from the occupied volume; at most 256 cells per axis.
+    side = (np.prod(extent) / cells) ** (1.0 / 3.0)
+    dims = np.clip(np.ceil(extent / max(side, 1e-12)), 1, 256).astype(np.int64)
+    # Super-block major, then block, so a super-block's blocks are contiguous.
+    cell = np.minimum(((means - lo_all) / extent * dims).astype(np.int64), dims - 1)
+    sup = cell // SUPER
+    sdims = -(-dims // SUPER)
+    sub = cell % SUPER
+    key = (((sup[:, 0] * sdims[1] + sup[:, 1]) * sdims[2] + sup[:, 2]) * SUPER ** 3
+           + (sub[:, 0] * SUPER + sub[:, 1]) * SUPER + sub[:, 2])
+    perm = np.argsort(key, kind="stable")
+    key_sorted = key[perm]
+    starts = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
+    block_start = np.r_[starts, n].astype(np.int64)
+    m_sorted = means[perm]
+    lo = np.minimum.reduceat(m_sorted, starts, axis=0)
+    hi = np.maximum.reduceat(m_sorted, starts, axis=0)
+    sig = np.maximum.reduceat(sigma[perm], starts)
+    super_key = key_sorted[starts] // SUPER ** 3
+    s_starts = np.flatnonzero(np.r_[True, super_key[1:] != super_key[:-1]])
+    super_of = np.cumsum(np.r_[False, super_key[1:] != super_key[:-1]]).astype(np.int64)
+    order = keep[perm]
+    return SpatialIndex(
+        order=order, block_start=block_start, lo=lo, hi=hi,
+        sigma=sig, super_of=super_of,
+        super_lo=np.minimum.reduceat(lo, s_starts, axis=0),
+        super_hi=np.maximum.reduceat(hi, s_starts, axis=0),
+        super_sigma=np.maximum.reduceat(sig, s_starts), dropped_transparent=int(splats.num - n),
+    )
+
+
+def _boxes_visible(camera: Camera, lo: np.ndarray, hi: np.ndarray,
+                   sigma: np.ndarray) -> np.ndarray:  # [B, 3], [B, 3], [B] -> [B] bool
+    """Conservative: False only if no Gaussian centred in the box can be drawn."""
+    view = camera.camera_from_world
+    rot, trans = view[:3, :3], view[:3, 3]
+    centre_w = 0.5 * (lo + hi)
+    half_w = 0.5 * (hi - lo)
+    c = centre_w @ rot.T + trans  # box centre in camera coordinates
+    # Half extents of the world box along each camera axis (|R| h), for plane tests.
+    absrot = np.abs(rot)
+    if camera.model == "pinhole":
+        extra = K.FRUSTUM_CLAMP - 1.0
+        tan_x, tan_y = 0.5 * camera.width / camera.fx, 0.5 * camera.height / camera.fy
+        lim = ((camera.width - camera.cx) / camera.fx + extra * tan_x,
+               camera.cx / camera.fx + extra * tan_x,
+               (camera.height - camera.cy) / camera.fy + extra * tan_y,
+               camera.cy / camera.fy + extra * tan_y)
+        k = math.sqrt(1.0 + max(lim[0], lim[1]) ** 2 + max(lim[2], lim[3]) ** 2)
+        f_max = max(camera.fx, camera.fy)
+        m = _PIXEL_MARGIN
+        # Inward normals (camera frame) of the widened frustum's planes through the centre:
+        # u > -m: f x + (cx + m) z > 0, u < W + m: -f x + (W - cx + m) z > 0, same for v.
+        normals = np.array([
+            [camera.fx, 0.0, camera.cx + m],
+            [-camera.fx, 0.0, camera.width - camera.cx + m],
+            [0.0, camera.fy, camera.cy + m],
+            [0.0, -camera.fy, camera.height - camera.cy + m],
+        ])
+        norms = np.linalg.norm(normals, axis=1)
+        normals /= norms[:, None]
+        visible = np.ones(len(lo), bool)
+        for nrm, norm in zip(normals, norms, strict=True):
+            support = half_w @ (absrot.T @ np.abs(nrm))  # the box's half width along nrm
+            grow = 3.0 * k * f_max / norm * sigma  # footprint radius bound, in metres
+            visible &= c @ nrm + support + grow >= 0.0
+        # The near plane tests the centre only (no growth), like the kernel.
+        visible &= c[:, 2] + half_w @ absrot[2] >= K.NEAR_PLANE
+        return visible
+    # Fisheye: the cone of half-angle max_theta around +z, against the box's bounding sphere.
+    radius = np.linalg.norm(half_w, axis=1)
+    dist = np.linalg.norm(c, axis=1)
+    inside = dist <= radius + K.NEAR_PLANE
+    with np.errstate(invalid="ignore", divide="ignore"):
+        theta = np.arctan2(np.hypot(c[:, 0], c[:, 1]), c[:, 2])
+        spread = np.arcsin(np.clip(radius / dist, 0.0, 1.0))
+    far_enough = dist - radius <= K.FAR_PLANE
+    return inside | ((theta - spread < camera.max_theta + 1e-6) & far_enough)
+
+
+def visible_blocks(index: SpatialIndex, camera: Camera) -> np.ndarray:  # [V] block ids
+    """Blocks that may hold a drawable Gaussian: super-blocks first, then their blocks."""
+    if index.num_blocks == 0:
+        return np.zeros(0, np.int64)
+    keep_super = _boxes_visible(camera, index.super_lo, index.super_hi, index.super_sigma)
+    candidates = np.flatnonzero(keep_super[index.super_of])
+    keep = _boxes_visible(camera, index.lo[candidates], index.hi[candidates],
+                          index.sigma[candidates])
+    return candidates[keep]
+
+
+def block_runs(index: SpatialIndex, blocks: np.ndarray) -> np.ndarray:  # [R, 2] (start, end)
+    """Contiguous ranges of the block-ordered Gaussians covered by ``blocks`` (ascending ids)."""
+    if len(blocks) == 0:
+        return np.zeros((0, 2), np.int64)
+    starts = index.block_start[blocks]
+    ends = index.block_start[blocks + 1]
+    new_run = np.r_[True, starts[1:] != ends[:-1]]
+    first = np.flatnonzero(new_run)
+    last = np.r_[first[1:], len(blocks)] - 1
+    return np.stack([starts[first], ends[last]], axis=1)
+
+
+def cull_indices(splats: GaussianSplats, camera: Camera) -> np.ndarray:  # [M] ascending
+    """Original indices of the Gaussians in the visible blocks (any backend)."""
+    index = spatial_index(splats)
+    runs = block_runs(index, visible_blocks(index, camera))
+    if len(runs) == 0:
+        return np.zeros(0, np.int64)
+    pos = np.concatenate([np.arange(a, b) for a, b in runs])
+    return np.sort(index.order[pos])
+
+
+# --------------------------------------------------------------------------- cpu driver
+def _cpu_arrays(index: SpatialIndex, splats: GaussianSplats):
+    """Warp arrays of the index's Gaussians in block order (uploaded once, kept with it).
+
+    The block-ordered numpy copy is temporary: only the device arrays stay.
+    """
+    from bench.render import warp_backend as wb
+
+    arrays = getattr(index, "_cpu", None)
+    if arrays is None:
+        if splats.count_nonfinite():
+            raise ValueError(
+                f"splats contain {splats.count_nonfinite()} Gaussians with NaN/Inf values; "
+                "drop them first (e.g. read_ply(..., drop_nonfinite=True))"
+            )
+        arrays = wb._SplatArrays(splats.subset(index.order))
+        object.__setattr__(index, "_cpu", arrays)
+    return arrays
+
+
+def _ties_by_original_index(keys: np.ndarray, order: np.ndarray, original: np.ndarray) -> None:
+    """Reorder runs of equal depth keys by original index, in place (stable-sort ties)."""
+    tie = keys[1:] == keys[:-1]
+    if not tie.any():
+        return
+    member = np.r_[tie, False] | np.r_[False, tie]
+    pos = np.flatnonzero(member)
+    group = np.cumsum(np.r_[True, ~tie])[pos]  # equal-key group of each tied element
+    sub = order[pos]
+    order[pos] = sub[np.lexsort((original[sub], group))]
+
+
+def render_cpu_culled(
+    splats: GaussianSplats,
+    camera: Camera,
+    *,
+    background: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    sh_degree: int | None = None,
+    occluder_depth: np.ndarray | None = None,  # [H, W]
+    tile_size: int = K.TILE_SIZE,
+):
+    """:func:`bench.render.warp_backend.render_cpu` with block culling in front.
+
+    Same kernels, same arguments, same depth order (ties by original index), so the
+    output equals ``render_cpu``'s; only Gaussians of blocks that cannot be drawn and
+    fully transparent ones are never projected.
+    """
+    from bench.render.output import RenderOutput, resolve_sh_degree
+
+    degree = resolve_sh_degree(splats.sh_degree, sh_degree)
+    index = spatial_index(splats)
+    if len(index.order) == 0:
+        return RenderOutput.empty(camera, background, occluded=occluder_depth is not None)
+    arr = _cpu_arrays(index, splats)
+    runs = block_runs(index, visible_blocks(index, camera))
+    return render_runs(arr, runs, camera, degree=degree, background=background,
+                       occluder_depth=occluder_depth, tile_size=tile_size,
+                       original=index.order)
+
+
+def render_runs(
+    arr,
+    runs: np.ndarray,  # [R, 2] (start, end) rows of ``arr`` to project
+    camera: Camera,
+    *,
+    degree: int,
+    background: tuple[float, float, float],
+    occluder_depth: np.ndarray | None,  # [H, W]
+    tile_size: int,
+    original: np.ndarray | None,  # [rows] original index of each row (depth ties), or None
+):
+    """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
+
+    The host side of ``warp_backend.render_cpu`` with the projection restricted to
+    ranges; the kernels are the backend's own.
+    """
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+    from bench.render.output import RenderOutput
+
+    width, height = camera.width, camera.height
+    img = arr.image_buffers(width, height, tile_size)
+    if camera.model == "fisheye":
+        key = (camera.fx, camera.fy, camera.cx, camera.cy, camera.distortion, camera.max_theta)
+        if img.valid_key != key:
+            _, valid = camera.pixel_rays()
+            img.valid.assign(valid.reshape(-1).astype(np.int32))
+            img.valid_np, img.valid_key = valid, key
+    elif img.valid_key is not None:
+        img.valid.fill_(1)
+        img.valid_np, img.valid_key = np.ones((height, width), bool), None
+    view = camera.camera_from_world.astype(np.float32)
+    shared = [
+        degree, wp.mat33(view[:3, :3]), wp.vec3(view[:3, 3]),
+        wp.vec3(camera.position.astype(np.float32)), wb._MODEL_IDS[camera.model],
+        wp.vec4(camera.fx, camera.fy, camera.cx, camera.cy), wp.vec4(*camera.distortion),
+        wb._frustum_limits(camera), camera.max_theta, width, height, tile_size, img.tiles_x,
+        img.tiles_y,
+    ]
+    visible_parts = []
+    for start, end in runs.tolist():
+        part = slice(start, end)
+        wp.launch(
+            wb._project_kernel, dim=end - start, device=wb.DEVICE,
+            inputs=[arr.means[part], arr.cov_a[part], arr.cov_b[part], arr.opacity[part],
+                    arr.sh[part], *shared, arr.xy[part], arr.conic[part], arr.ext[part],
+                    arr.depth[part], arr.color[part], arr.rect[part], arr.touched[part]],
+        )
+        visible_parts.append(np.flatnonzero(arr.touched_np[part]) + start)
+    visible = np.concatenate(visible_parts) if visible_parts else np.zeros(0, np.int64)
+    num = len(visible)
+    arr.sort_keys_np[:num] = arr.depth_np[visible]
+    arr.order_np[:num] = visible
+    wp.utils.radix_sort_pairs(arr.sort_keys, arr.order, num)
+    if original is not None:
+        _ties_by_original_index(arr.sort_keys_np[:num], arr.order_np[:num], original)
+    total = int(arr.touched_np[visible].sum(dtype=np.int64))
+    if total > arr.isect.shape[0]:
+        arr.isect = wp.zeros(int(total * 1.5), dtype=wp.int32, device=wb.DEVICE)
+    num_tiles = img.tiles_x * img.tiles_y
+    use_occluder = int(occluder_depth is not None)
+    if use_occluder:
+        img.occluder.assign(np.ascontiguousarray(occluder_depth, np.float32).reshape(-1))
+    wp.launch(
+        wb._bin_kernel, dim=1, device=wb.DEVICE,
+        inputs=[
+            arr.order, num, num_tiles, img.tiles_x, arr.rect, arr.xy, arr.conic, arr.ext,
+            arr.depth, arr.color, arr.opacity, img.tile_start, img.cursor, arr.isect,
+            arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth, arr.s_color, arr.s_opacity,
+        ],
+    )
+    native = wb._NATIVE_RASTER and tile_size <= wb._TILE_BUFFER
+    kernel = wb._raster_tile_kernel if native else wb._raster_kernel
+    scratch = [] if native else [img.acc, img.trans, img.row_left]
+    wp.launch(
+        kernel, dim=num_tiles, device=wb.DEVICE,
+        inputs=[
+            img.tile_start, arr.isect, arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth,
+            arr.s_color, arr.s_opacity, width, height, tile_size, img.tiles_x,
+            wp.vec3(*(float(b) for b in background)), img.valid, img.occluder, use_occluder,
+            *scratch, img.rgb, img.depth, img.alpha,
+        ],
+    )
+    return RenderOutput(
+        rgb=img.rgb.numpy().reshape(height, width, 3).copy(),
+        depth=img.depth.numpy().reshape(height, width).copy(),
+        alpha=img.alpha.numpy().reshape(height, width).copy(),
+        valid=img.valid_np.copy(),
+        occluded=bool(use_occluder),
+    )
