@@ -572,7 +572,6 @@ class GroundTruthRenderer:
 
         self.config = get_world(config)
         self.model = model if model is not None else build_room_model(self.config)
-        self.model.light_castshadow[:] = 1
         self.data = mujoco.MjData(self.model)
         mujoco.mj_forward(self.model, self.data)
         self.pinhole = MujocoPinhole(self.model, max_size)
