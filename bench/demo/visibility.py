@@ -222,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.size < 8 or args.conditions < 1:
             raise BenchError("--size must be >= 8 and --conditions >= 1")
+        if args.out.exists() and not args.overwrite:  # refuse before a minutes-long run
+            raise BenchError(f"output directory {args.out} exists; pass --overwrite or choose "
+                             "another --out")
         config = VisibilityConfig(conditions=args.conditions, image_size=(args.size, args.size),
                                   tilt_deg=args.tilt, tasks=tuple(args.tasks.split(",")))
         result = measure_visibility(config, progress=True)

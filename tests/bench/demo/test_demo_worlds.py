@@ -150,3 +150,17 @@ def test_hole_presets_change_wrist_pixels():
         assert result.changed[preset][8] > 0.01, result.changed
     assert result.changed["hole-90"][8] > result.changed["hole-54"][8]  # wider cone
     assert result.ceiling_tilted > result.ceiling_untilted
+    rerun = measure_visibility(config)  # deterministic: same config -> the same fractions
+    assert rerun.changed == result.changed and rerun.frames == result.frames
+
+
+def test_visibility_cli_refuses_bad_input_before_measuring(tmp_path, capsys):
+    from bench.demo.visibility import main
+
+    assert main(["--out", str(tmp_path / "v"), "--size", "4"]) == 2
+    assert "--size must be >= 8" in capsys.readouterr().err
+    existing = tmp_path / "exists"
+    existing.mkdir()
+    assert main(["--out", str(existing)]) == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert not (tmp_path / "v").exists() and list(existing.iterdir()) == []
