@@ -138,6 +138,9 @@ class SplatBenchEnv(gym.Env):
         config: An :class:`EnvConfig`; keyword arguments override its fields.
         robot: A :class:`~bench.sim.robot.Robot` instance (default: built from
             ``config.robot``, the floating gripper unless set).
+        world_decorator: Optional ``f(spec)`` handed to :class:`~bench.sim.world.World` as
+            ``decorate``: visual-only scenery added to the MuJoCo model (the ground-truth
+            rooms of :mod:`bench.demo.worlds` use it with ``background="none"``).
         **overrides: Any :class:`EnvConfig` field, e.g. ``obs_mode="state"``.
     """
 
@@ -151,6 +154,7 @@ class SplatBenchEnv(gym.Env):
         render_mode: str | None = None,
         config: EnvConfig | None = None,
         robot: Any = None,
+        world_decorator: Any = None,
         **overrides: Any,
     ) -> None:
         super().__init__()
@@ -186,6 +190,7 @@ class SplatBenchEnv(gym.Env):
             robot=robot,
             grasp=self.config.grasp,
             physics_dt=self.config.physics_dt,
+            decorate=world_decorator,
         )
         if self.config.controller_gains != "default":  # deployment fidelity: EE gain profile
             hook = getattr(self.world.robot, "set_tracking_gains", None)

@@ -295,8 +295,12 @@ class ObservationRenderer:
         pin_h = max([2 * c.height + 8 for c in pinholes], default=0)
         pin_w = max([2 * c.width + 8 for c in pinholes], default=0)
         if config.shadows:  # deployment fidelity (issue 13): shadow map before the GL context
-            world.model.vis.quality.shadowsize = 2048
-            world.model.light_castshadow[:] = 1
+            # a model that already sets a shadow map / shadow casters keeps them (the demo's
+            # ground-truth rooms, bench.demo.worlds); otherwise 2048 px and every light casts
+            if world.model.vis.quality.shadowsize == 0:
+                world.model.vis.quality.shadowsize = 2048
+            if not world.model.light_castshadow.any():
+                world.model.light_castshadow[:] = 1
         self.mujoco = MujocoPinhole(world.model, (max(side, eh, pin_h), max(side, ew, pin_w)))
         self.mujoco._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = int(config.shadows)
         self.use_gaussians = config.background == "gaussian"

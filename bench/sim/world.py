@@ -9,6 +9,7 @@ observation because the Gaussian background already shows the real table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import mujoco
@@ -99,6 +100,10 @@ class World:
         robot: Robot implementation (default: :class:`FloatingGripper`).
         grasp: Grasp rule settings.
         physics_dt: Physics time step, seconds.
+        decorate: Optional ``f(spec)`` called on the ``MjSpec`` after the task and robot are
+            added, before compiling: adds scenery (e.g. a ground-truth room of
+            :mod:`bench.demo.worlds`). It must add visual-only geoms (contype = conaffinity = 0)
+            so the physics is unchanged.
     """
 
     def __init__(
@@ -109,12 +114,14 @@ class World:
         robot: Robot | None = None,
         grasp: GraspConfig | None = None,
         physics_dt: float = 0.002,
+        decorate: Callable[[mujoco.MjSpec], None] | None = None,
     ) -> None:
         check_layout_fits(task, table)
         self.task, self.table = task, table
         self.robot = robot or FloatingGripper()
         self.grasp_config = grasp or GraspConfig()
         self.physics_dt = physics_dt
+        self._decorate = decorate
         self.world_from_table = table.world_from_table()
         if hasattr(self.robot, "world_from_table"):  # arms are mounted in the table frame
             self.robot.world_from_table = self.world_from_table
@@ -202,6 +209,8 @@ class World:
         add_grasp_welds(
             spec, hand_body=HAND_BODY, objects=[self.task.actor.name], config=self.grasp_config
         )
+        if self._decorate is not None:  # scenery hook (visual only), see the class docstring
+            self._decorate(spec)
         return spec
 
     def home_pose(self) -> np.ndarray:  # [4, 4]
