@@ -1,0 +1,689 @@
+"""Differentiable CPU rasterizer: torch projection + SH, Warp tile compositing forward/backward.
+
+The split (measured in ``benchmarks/bench_train.py``): the per-Gaussian work (EWA
+projection, SH colour, sigmoid) stays in torch -- :func:`bench.render.torch_raster.project`
+and :func:`~bench.render.torch_raster.gaussian_colors`, so autograd carries gradients to
+``means``, ``quats``, ``log_scales``, ``opacity_logits``, ``sh_dc`` and ``sh_rest`` -- and
+the per-pixel work, where the time goes, runs in Warp kernels compiled for device
+``"cpu"`` behind one :class:`torch.autograd.Function` (:class:`WarpComposite`):
+
+1. ``_bin_kernel`` (serial): counting sort of (tile, Gaussian) pairs by tile, stable, so
+   each tile's list stays in depth order; it also records, per Gaussian, the list slots
+   it occupies (in tile order) for the gradient reduction.
+2. ``_forward_tile_kernel`` (one thread per tile, a C++ snippet that evaluates whole
+   16-pixel tile rows branch-free, as the ``cpu`` render backend does): front-to-back
+   blending; writes the accumulated colour ``C``, the accumulated ``alpha x depth`` ``D``,
+   the final transmittance ``T`` and, per pixel, the list position of the last
+   Gaussian that contributed.
+3. ``_backward_tile_kernel`` (one thread per tile, C++ snippet): replays each pixel front
+   to back from ``T = 1`` with the same float operations as the forward pass, up to its
+   last contributor. With ``g = dL/dC``, ``dL/dD``, ``dL/dT`` of the pixel and
+   ``S_i = sum_{j <= i} w_j (c_j . g_C + d_j g_D)`` the running weighted sum, the colour
+   behind Gaussian ``i`` is known from the final values (3DGS, Kerbl et al. 2023, eq. of
+   the appendix, here in front-to-back form)::
+
+       dL/dalpha_i = T_i (c_i . g_C + d_i g_D) - (B - S_i) / (1 - alpha_i),
+       B = C . g_C + D g_D + T_final g_T,
+
+   from which ``alpha = min(0.99, o exp(-power))`` gives the opacity, 2D mean and conic
+   gradients; ``w_i g`` gives the colour and depth gradients. Each Gaussian's per-tile sums
+   go, lane by lane in a fixed order, into its own slot of the tile's list (no atomics).
+4. ``_reduce_kernel`` (one thread per Gaussian): sums its slots in tile order.
+
+Every buffer a thread writes belongs to its tile or its Gaussian, and every sum runs in
+a fixed order, so results are byte-identical for any number of threads. Threads are
+Python threads, each launching the tile kernels over an interleaved share of the tiles
+(Warp runs a CPU launch on the calling thread; its ctypes call releases the GIL).
+
+The screen-space gradient used by densification is ``out.means2d.grad`` as in
+:func:`bench.render.torch_raster.rasterize` (same signature and outputs, plus ``threads``).
+Everything runs in float32; the float64 reference is ``torch_raster.rasterize``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+import warp as wp
+
+from bench.render import constants as K
+from bench.render import warp_backend  # noqa: F401 - quiet wp.init() and log level
+from bench.render.output import resolve_sh_degree
+from bench.render.torch_raster import (
+    _STORED_DEGREE,
+    RasterOutput,
+    _as_background,
+    _tighten_to_alpha_box,
+    gaussian_colors,
+    project,
+    tile_ranges,
+)
+from bench.scene.cameras import Camera
+
+wp.set_module_options({"enable_backward": False})  # gradients are hand-written below
+DEVICE = "cpu"
+_TILE_BUFFER = 32  # largest tile side the snippets handle (stack buffers)
+_GRADS = 10  # per-Gaussian gradient row: mean x, y; conic a, b, c; opacity; r, g, b; depth
+
+
+# --------------------------------------------------------------------------- binning
+@wp.kernel
+def _bin_kernel(
+    rect: wp.array(dtype=wp.vec4i),  # [M] (x0, x1, y0, y1) tiles, half-open, depth order
+    num: int,
+    num_tiles: int,
+    tiles_x: int,
+    slot_start: wp.array(dtype=wp.int32),  # [M + 1] prefix sums of the rect areas
+    tile_start: wp.array(dtype=wp.int32),  # [num_tiles + 1]
+    cursor: wp.array(dtype=wp.int32),  # [num_tiles] scratch
+    isect: wp.array(dtype=wp.int32),  # [total] Gaussian rank per list position
+    slots: wp.array(dtype=wp.int32),  # [total] list positions per Gaussian, tile order
+):
+    for t in range(num_tiles + 1):
+        tile_start[t] = 0
+    for k in range(num):
+        r = rect[k]
+        for ty in range(r[2], r[3]):
+            for tx in range(r[0], r[1]):
+                tile_start[ty * tiles_x + tx + 1] += 1
+    for t in range(num_tiles):
+        tile_start[t + 1] += tile_start[t]
+        cursor[t] = tile_start[t]
+    for k in range(num):
+        r = rect[k]
+        j = slot_start[k]
+        for ty in range(r[2], r[3]):
+            for tx in range(r[0], r[1]):
+                t = ty * tiles_x + tx
+                isect[cursor[t]] = k
+                slots[j] = cursor[t]
+                cursor[t] += 1
+                j += 1
+
+
+@wp.kernel
+def _reduce_kernel(
+    slot_start: wp.array(dtype=wp.int32),  # [M + 1]
+    slots: wp.array(dtype=wp.int32),  # [total]
+    slot_grads: wp.array2d(dtype=float),  # [total, _GRADS]
+    out: wp.array2d(dtype=float),  # [M, _GRADS]
+):
+    k = wp.tid()
+    for c in range(_GRADS):
+        out[k, c] = 0.0
+    for j in range(slot_start[k], slot_start[k + 1]):
+        s = slots[j]
+        for c in range(_GRADS):
+            out[k, c] = out[k, c] + slot_grads[s, c]
+
+
+# --------------------------------------------------------------------------- tile snippets
+# Shared by both snippets: tile bounds, the Gaussian's alpha >= ALPHA_MIN pixel rectangle,
+# and the per-lane alpha (Cephes' single-precision exp, written out so clang vectorises it;
+# the forward and the backward pass must evaluate it with identical float operations).
+_TILE_SETUP = """
+    const int TS = 32;
+    const int tile = tile_offset + tid * tile_stride;
+    const int ty = tile / tiles_x;
+    const int tx = tile - ty * tiles_x;
+    const int px0 = tx * tile_size;
+    const int py0 = ty * tile_size;
+    const int px1 = wp::min(px0 + tile_size, width);
+    const int py1 = wp::min(py0 + tile_size, height);
+    const int tw = px1 - px0;
+    const int th = py1 - py0;
+    const float alpha_min = (float)(1.0 / 255.0);
+"""
+_GAUSSIAN_RECT = """
+        const int k = isect.data[n];
+        const wp::vec2 e = ext.data[k];
+        if (e[0] < 0.0f) SKIP;
+        const wp::vec2 m = xy.data[k];
+        const int cx0 = wp::max(px0, (int)wp::floor(m[0] - e[0] - 0.5f));
+        const int cx1 = wp::min(px1, (int)wp::floor(m[0] + e[0] - 0.5f) + 1);
+        const int cy0 = wp::max(py0, (int)wp::floor(m[1] - e[1] - 0.5f));
+        const int cy1 = wp::min(py1, (int)wp::floor(m[1] + e[1] - 0.5f) + 1);
+        if (cx0 >= cx1 || cy0 >= cy1) SKIP;
+        const wp::vec3 q = conic.data[k];
+        const float q0 = q[0], q1 = q[1], q2 = q[2];
+        const float o = opacity.data[k];
+        const wp::vec3 col = color.data[k];
+        const float cr = col[0], cg = col[1], cb = col[2], cz = depth.data[k];
+        const int rx0 = cx0 - px0;
+        const int rx1 = cx1 - px0;
+"""
+_LANE_ALPHA = """
+                const float dx = m[0] - ((float)(px0 + l) + 0.5f);
+                const float power = 0.5f * (q0 * dx * dx + q2 * dy * dy) + q1 * dx * dy;
+                const float x = wp::min(wp::max(-power, -87.0f), 0.0f);
+                const float fn = wp::floor(x * 1.44269504088896341f + 0.5f);
+                float rr = x - fn * 0.693359375f;
+                rr = rr - fn * -2.12194440e-4f;
+                float pe = 1.9875691500e-4f;
+                pe = pe * rr + 1.3981999507e-3f;
+                pe = pe * rr + 8.3334519073e-3f;
+                pe = pe * rr + 4.1665795894e-2f;
+                pe = pe * rr + 1.6666665459e-1f;
+                pe = pe * rr + 5.0000001201e-1f;
+                const int bits = ((int)fn + 127) << 23;
+                float scale;
+                __builtin_memcpy(&scale, &bits, 4);
+                const float ex = (pe * (rr * rr) + rr + 1.0f) * scale;
+                const float raw = o * ex;
+                const float alpha = wp::min(0.99f, raw);
+"""
+
+_FORWARD_SNIPPET = _TILE_SETUP + """
+    float T[TS * TS];  // transmittance; negated (-T) once the pixel is done
+    float A0[TS * TS], A1[TS * TS], A2[TS * TS], A3[TS * TS];
+    int LAST[TS * TS];
+    float no_occluder[TS];
+    int row_left[TS];
+    for (int l = 0; l < TS; ++l) no_occluder[l] = INFINITY;
+    int remaining = 0;
+    for (int r = 0; r < th; ++r) {
+        int left = 0;
+        const int* vrow = valid.data + (py0 + r) * width + px0;
+        for (int l = 0; l < TS; ++l) {
+            const int j = r * TS + l;
+            A0[j] = 0.0f; A1[j] = 0.0f; A2[j] = 0.0f; A3[j] = 0.0f;
+            LAST[j] = -1;
+            const bool open = l < tw && vrow[l] != 0;
+            T[j] = open ? 1.0f : -1.0f;
+            left += open;
+        }
+        row_left[r] = left;
+        remaining += left;
+    }
+    for (int n = tile_start.data[tile]; n < tile_start.data[tile + 1] && remaining > 0; ++n) {
+""" + _GAUSSIAN_RECT.replace("SKIP", "continue") + """
+        for (int py = cy0; py < cy1; ++py) {
+            const int r = py - py0;
+            if (row_left[r] == 0) continue;
+            const float dy = m[1] - ((float)py + 0.5f);
+            const float* occ = use_occluder ? occluder.data + py * width + px0 : no_occluder;
+            float* __restrict Tr = T + r * TS;
+            float* __restrict a0 = A0 + r * TS;
+            float* __restrict a1 = A1 + r * TS;
+            float* __restrict a2 = A2 + r * TS;
+            float* __restrict a3 = A3 + r * TS;
+            int* __restrict lr = LAST + r * TS;
+            auto blend = [&](const int l) -> int {
+                const float t = Tr[l];
+                const bool open = (l >= rx0) & (l < rx1) & (t >= 0.0f);
+                const bool hidden = open & (cz >= occ[l]);
+""" + _LANE_ALPHA + """
+                const float t_next = t * (1.0f - alpha);
+                const bool hit = open & !hidden & (power >= 0.0f) & (alpha >= alpha_min);
+                const bool stop = (hit & (t_next < 1.0e-4f)) | hidden;
+                const bool ok = hit & !stop;
+                const float w = ok ? alpha * t : 0.0f;
+                a0[l] = a0[l] + cr * w;
+                a1[l] = a1[l] + cg * w;
+                a2[l] = a2[l] + cb * w;
+                a3[l] = a3[l] + cz * w;
+                lr[l] = ok ? n : lr[l];
+                Tr[l] = ok ? t_next : (stop ? -t : t);
+                return (int)stop;
+            };
+            int stops = 0;
+            if (tw == 16) {  // the usual full 16-pixel tile row: a constant trip count
+                for (int l = 0; l < 16; ++l) stops += blend(l);
+            } else {
+                for (int l = 0; l < tw; ++l) stops += blend(l);
+            }
+            row_left[r] -= stops;
+            remaining -= stops;
+        }
+    }
+    for (int r = 0; r < th; ++r) {
+        for (int l = 0; l < tw; ++l) {
+            const int j = r * TS + l;
+            const int i = (py0 + r) * width + px0 + l;
+            out_c.data[i] = wp::vec3(A0[j], A1[j], A2[j]);
+            out_d.data[i] = A3[j];
+            out_t.data[i] = wp::abs(T[j]);
+            out_last.data[i] = LAST[j];
+        }
+    }
+"""
+
+_BACKWARD_SNIPPET = _TILE_SETUP + """
+    float T[TS * TS];  // transmittance before the current Gaussian
+    float SW[TS * TS];  // running sum of w_j (c_j . g_C + d_j g_D)
+    float B[TS * TS];  // C . g_C + D g_D + T_final g_T
+    float G0[TS * TS], G1[TS * TS], G2[TS * TS], G3[TS * TS];  // g_C, g_D
+    int LAST[TS * TS];
+    int row_last[TS];
+    int tile_last = -1;
+    for (int r = 0; r < th; ++r) {
+        int rl = -1;
+        for (int l = 0; l < TS; ++l) {
+            const int j = r * TS + l;
+            T[j] = 1.0f; SW[j] = 0.0f;
+            if (l < tw) {
+                const int i = (py0 + r) * width + px0 + l;
+                const wp::vec3 g = grad_c.data[i];
+                const wp::vec3 c = fin_c.data[i];
+                G0[j] = g[0]; G1[j] = g[1]; G2[j] = g[2]; G3[j] = grad_d.data[i];
+                B[j] = c[0] * g[0] + c[1] * g[1] + c[2] * g[2] + fin_d.data[i] * G3[j]
+                       + fin_t.data[i] * grad_t.data[i];
+                LAST[j] = fin_last.data[i];
+            } else {
+                G0[j] = 0.0f; G1[j] = 0.0f; G2[j] = 0.0f; G3[j] = 0.0f; B[j] = 0.0f;
+                LAST[j] = -1;
+            }
+            rl = wp::max(rl, LAST[j]);
+        }
+        row_last[r] = rl;
+        tile_last = wp::max(tile_last, rl);
+    }
+    float acc[10][TS];
+    for (int n = tile_start.data[tile]; n < tile_start.data[tile + 1]; ++n) {
+        float* __restrict slot = slot_grads.data + (size_t)n * 10;
+        for (int c = 0; c < 10; ++c) slot[c] = 0.0f;
+        if (n > tile_last) continue;
+""" + _GAUSSIAN_RECT.replace("SKIP", "continue") + """
+        for (int c = 0; c < 10; ++c)
+            for (int l = 0; l < TS; ++l) acc[c][l] = 0.0f;
+        for (int py = cy0; py < cy1; ++py) {
+            const int r = py - py0;
+            if (row_last[r] < n) continue;
+            const float dy = m[1] - ((float)py + 0.5f);
+            const int j0 = r * TS;
+            auto lane = [&](const int l) {
+                const int j = j0 + l;
+                const float t = T[j];
+                const bool open = (l >= rx0) & (l < rx1) & (n <= LAST[j]);
+""" + _LANE_ALPHA + """
+                const bool hit = open & (power >= 0.0f) & (alpha >= alpha_min);
+                const float g0 = G0[j], g1 = G1[j], g2 = G2[j], g3 = G3[j];
+                const float w = hit ? alpha * t : 0.0f;
+                const float gdot = cr * g0 + cg * g1 + cb * g2 + cz * g3;
+                const float sw = SW[j] + w * gdot;
+                const float one_minus = 1.0f - alpha;
+                const float dalpha = t * gdot - (B[j] - sw) / one_minus;
+                const bool live = hit & (raw <= 0.99f);  // the clamp passes no gradient
+                const float dpow = live ? -dalpha * raw : 0.0f;
+                acc[0][l] += dpow * (q0 * dx + q1 * dy);
+                acc[1][l] += dpow * (q2 * dy + q1 * dx);
+                acc[2][l] += dpow * (0.5f * dx * dx);
+                acc[3][l] += dpow * (dx * dy);
+                acc[4][l] += dpow * (0.5f * dy * dy);
+                acc[5][l] += live ? dalpha * ex : 0.0f;
+                acc[6][l] += w * g0;
+                acc[7][l] += w * g1;
+                acc[8][l] += w * g2;
+                acc[9][l] += w * g3;
+                SW[j] = hit ? sw : SW[j];
+                T[j] = hit ? t * one_minus : t;
+            };
+            if (tw == 16) {
+                for (int l = 0; l < 16; ++l) lane(l);
+            } else {
+                for (int l = 0; l < tw; ++l) lane(l);
+            }
+        }
+        for (int c = 0; c < 10; ++c) {
+            float s = 0.0f;
+            for (int l = 0; l < tw; ++l) s += acc[c][l];
+            slot[c] = s;
+        }
+    }
+"""
+
+
+@wp.func_native(_FORWARD_SNIPPET)
+def _forward_tile(
+    tile_start: wp.array(dtype=wp.int32),
+    isect: wp.array(dtype=wp.int32),
+    xy: wp.array(dtype=wp.vec2),
+    conic: wp.array(dtype=wp.vec3),
+    opacity: wp.array(dtype=float),
+    depth: wp.array(dtype=float),
+    color: wp.array(dtype=wp.vec3),
+    ext: wp.array(dtype=wp.vec2),
+    width: int,
+    height: int,
+    tile_size: int,
+    tiles_x: int,
+    valid: wp.array(dtype=wp.int32),
+    occluder: wp.array(dtype=float),
+    use_occluder: int,
+    out_c: wp.array(dtype=wp.vec3),
+    out_d: wp.array(dtype=float),
+    out_t: wp.array(dtype=float),
+    out_last: wp.array(dtype=wp.int32),
+    tile_offset: int,
+    tile_stride: int,
+    tid: int,
+): ...
+
+
+@wp.kernel
+def _forward_tile_kernel(
+    tile_start: wp.array(dtype=wp.int32),  # [tiles + 1]
+    isect: wp.array(dtype=wp.int32),  # [total] ranks, grouped by tile, depth order inside
+    xy: wp.array(dtype=wp.vec2),  # [M] depth order
+    conic: wp.array(dtype=wp.vec3),  # [M]
+    opacity: wp.array(dtype=float),  # [M]
+    depth: wp.array(dtype=float),  # [M]
+    color: wp.array(dtype=wp.vec3),  # [M]
+    ext: wp.array(dtype=wp.vec2),  # [M] half-extents of alpha >= ALPHA_MIN (-1: none)
+    width: int,
+    height: int,
+    tile_size: int,
+    tiles_x: int,
+    valid: wp.array(dtype=wp.int32),  # [H * W]
+    occluder: wp.array(dtype=float),  # [H * W]
+    use_occluder: int,
+    out_c: wp.array(dtype=wp.vec3),  # [H * W]
+    out_d: wp.array(dtype=float),  # [H * W]
+    out_t: wp.array(dtype=float),  # [H * W]
+    out_last: wp.array(dtype=wp.int32),  # [H * W]
+    tile_offset: int,
+    tile_stride: int,
+):
+    _forward_tile(tile_start, isect, xy, conic, opacity, depth, color, ext, width, height,
+                  tile_size, tiles_x, valid, occluder, use_occluder, out_c, out_d, out_t,
+                  out_last, tile_offset, tile_stride, wp.tid())
+
+
+@wp.func_native(_BACKWARD_SNIPPET)
+def _backward_tile(
+    tile_start: wp.array(dtype=wp.int32),
+    isect: wp.array(dtype=wp.int32),
+    xy: wp.array(dtype=wp.vec2),
+    conic: wp.array(dtype=wp.vec3),
+    opacity: wp.array(dtype=float),
+    depth: wp.array(dtype=float),
+    color: wp.array(dtype=wp.vec3),
+    ext: wp.array(dtype=wp.vec2),
+    width: int,
+    height: int,
+    tile_size: int,
+    tiles_x: int,
+    fin_c: wp.array(dtype=wp.vec3),
+    fin_d: wp.array(dtype=float),
+    fin_t: wp.array(dtype=float),
+    fin_last: wp.array(dtype=wp.int32),
+    grad_c: wp.array(dtype=wp.vec3),
+    grad_d: wp.array(dtype=float),
+    grad_t: wp.array(dtype=float),
+    slot_grads: wp.array2d(dtype=float),
+    tile_offset: int,
+    tile_stride: int,
+    tid: int,
+): ...
+
+
+@wp.kernel
+def _backward_tile_kernel(
+    tile_start: wp.array(dtype=wp.int32),
+    isect: wp.array(dtype=wp.int32),
+    xy: wp.array(dtype=wp.vec2),
+    conic: wp.array(dtype=wp.vec3),
+    opacity: wp.array(dtype=float),
+    depth: wp.array(dtype=float),
+    color: wp.array(dtype=wp.vec3),
+    ext: wp.array(dtype=wp.vec2),
+    width: int,
+    height: int,
+    tile_size: int,
+    tiles_x: int,
+    fin_c: wp.array(dtype=wp.vec3),  # [H * W] forward outputs
+    fin_d: wp.array(dtype=float),
+    fin_t: wp.array(dtype=float),
+    fin_last: wp.array(dtype=wp.int32),
+    grad_c: wp.array(dtype=wp.vec3),  # [H * W] dL/dC
+    grad_d: wp.array(dtype=float),  # [H * W] dL/dD
+    grad_t: wp.array(dtype=float),  # [H * W] dL/dT
+    slot_grads: wp.array2d(dtype=float),  # [total, _GRADS] per list position
+    tile_offset: int,
+    tile_stride: int,
+):
+    _backward_tile(tile_start, isect, xy, conic, opacity, depth, color, ext, width, height,
+                   tile_size, tiles_x, fin_c, fin_d, fin_t, fin_last, grad_c, grad_d, grad_t,
+                   slot_grads, tile_offset, tile_stride, wp.tid())
+
+
+# --------------------------------------------------------------------------- host side
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_LOAD_LOCK = threading.Lock()
+_LOADED = False
+
+
+def _ensure_loaded() -> None:
+    """Compile / load this module's kernels once, before threads launch them."""
+    global _LOADED
+    with _LOAD_LOCK:
+        if not _LOADED:
+            wp.load_module(module=__name__, device=DEVICE)
+            _LOADED = True
+
+
+def _launch_tiles(kernel, num_tiles: int, inputs: list, threads: int) -> None:
+    """Run ``kernel`` over all tiles, tile ``i`` on thread ``i % threads`` (disjoint outputs)."""
+    _ensure_loaded()
+    threads = max(1, min(threads, num_tiles))
+    if threads == 1:
+        wp.launch(kernel, dim=num_tiles, inputs=[*inputs, 0, 1], device=DEVICE)
+        return
+    pool = _POOLS.get(threads)
+    if pool is None:
+        pool = _POOLS[threads] = ThreadPoolExecutor(max_workers=threads - 1)
+
+    def part(offset: int) -> None:
+        count = len(range(offset, num_tiles, threads))
+        if count:
+            wp.launch(kernel, dim=count, inputs=[*inputs, offset, threads], device=DEVICE)
+
+    futures = [pool.submit(part, offset) for offset in range(1, threads)]
+    part(0)
+    for future in futures:
+        future.result()
+
+
+def _wp(tensor: torch.Tensor, dtype) -> wp.array:
+    if dtype is float:
+        dtype = wp.float32
+    return wp.from_torch(tensor.contiguous(), dtype=dtype, requires_grad=False)
+
+
+class Tiles:
+    """Depth-ordered Gaussians binned into tiles for one image (shared by forward/backward)."""
+
+    def __init__(
+        self,
+        xy: torch.Tensor,  # [M, 2] float32, depth order
+        conic: torch.Tensor,  # [M, 3]
+        opac: torch.Tensor,  # [M]
+        radii: torch.Tensor,  # [M] int
+        camera_size: tuple[int, int],  # (width, height)
+        tile_size: int,
+    ) -> None:
+        width, height = camera_size
+        self.width, self.height, self.tile_size = width, height, tile_size
+        self.tiles_x = math.ceil(width / tile_size)
+        self.tiles_y = math.ceil(height / tile_size)
+        self.num_tiles = self.tiles_x * self.tiles_y
+        num = len(xy)
+        with torch.no_grad():
+            rect = tile_ranges(xy, radii, width, height, tile_size)
+            rect = _tighten_to_alpha_box(rect, xy, conic, opac, tile_size)
+            area = ((rect[:, 1] - rect[:, 0]).clamp_min(0)
+                    * (rect[:, 3] - rect[:, 2]).clamp_min(0))
+            rect = torch.where((area > 0)[:, None], rect, torch.zeros_like(rect))
+            self.slot_start = torch.zeros(num + 1, dtype=torch.int32)
+            self.slot_start[1:] = torch.cumsum(area, 0).to(torch.int32)
+            total = int(self.slot_start[-1])
+            self.total = total
+            # Half-extents of {power <= ln(opacity / ALPHA_MIN)} (alpha >= ALPHA_MIN) with the
+            # margins of the render backend: 1 % + 0.01 px.
+            q = conic.detach().double()
+            det = (q[:, 0] * q[:, 2] - q[:, 1] * q[:, 1]).clamp_min(1e-300)
+            level = torch.log(opac.detach().double() / K.ALPHA_MIN)
+            hx = torch.sqrt(2 * level.clamp_min(0) * q[:, 2] / det) * 1.01 + 0.01
+            hy = torch.sqrt(2 * level.clamp_min(0) * q[:, 0] / det) * 1.01 + 0.01
+            ext = torch.stack([hx, hy], -1)
+            self.ext = torch.where((level > 0)[:, None], ext, -1.0).float()
+            self.rect = rect.to(torch.int32).contiguous()
+        self.tile_start = torch.zeros(self.num_tiles + 1, dtype=torch.int32)
+        self.isect = torch.zeros(max(total, 1), dtype=torch.int32)
+        self.slots = torch.zeros(max(total, 1), dtype=torch.int32)
+        cursor = torch.zeros(self.num_tiles, dtype=torch.int32)
+        if num:
+            wp.launch(_bin_kernel, dim=1, device=DEVICE, inputs=[
+                _wp(self.rect, wp.vec4i), num, self.num_tiles, self.tiles_x,
+                _wp(self.slot_start, wp.int32), _wp(self.tile_start, wp.int32),
+                _wp(cursor, wp.int32), _wp(self.isect, wp.int32), _wp(self.slots, wp.int32)])
+
+
+class WarpComposite(torch.autograd.Function):
+    """Front-to-back compositing of depth-ordered 2D Gaussians, forward and backward in Warp.
+
+    ``apply(xy [M, 2], conic [M, 3], opac [M], depth [M], color [M, 3], tiles, valid [H*W]
+    int32, occluder [H*W] or None, threads)`` -> ``(C [H, W, 3], D [H, W], T [H, W])``:
+    accumulated colour, accumulated ``alpha x depth`` and final transmittance (no
+    background). Gradients flow to the five per-Gaussian tensors (float32, CPU).
+    """
+
+    @staticmethod
+    def forward(ctx, xy, conic, opac, depth, color, tiles: Tiles, valid, occluder, threads):
+        h, w = tiles.height, tiles.width
+        p = h * w
+        out_c = torch.empty(p, 3)
+        out_d = torch.empty(p)
+        out_t = torch.empty(p)
+        out_last = torch.empty(p, dtype=torch.int32)
+        use_occ = occluder is not None
+        occ = occluder if use_occ else torch.empty(1)
+        ins = [xy, conic, opac, depth, color]
+        ins = [t.detach().contiguous() for t in ins]
+        per_gaussian = [_wp(ins[0], wp.vec2), _wp(ins[1], wp.vec3), _wp(ins[2], float),
+                        _wp(ins[3], float), _wp(ins[4], wp.vec3), _wp(tiles.ext, wp.vec2)]
+        _launch_tiles(_forward_tile_kernel, tiles.num_tiles, [
+            _wp(tiles.tile_start, wp.int32), _wp(tiles.isect, wp.int32), *per_gaussian,
+            w, h, tiles.tile_size, tiles.tiles_x, _wp(valid, wp.int32), _wp(occ, float),
+            int(use_occ), _wp(out_c, wp.vec3), _wp(out_d, float), _wp(out_t, float),
+            _wp(out_last, wp.int32)], threads)
+        ctx.tiles, ctx.threads = tiles, threads
+        ctx.save_for_backward(*ins, out_c, out_d, out_t, out_last)
+        ctx.mark_non_differentiable(out_last)
+        return out_c.reshape(h, w, 3), out_d.reshape(h, w), out_t.reshape(h, w)
+
+    @staticmethod
+    def backward(ctx, grad_c, grad_d, grad_t):
+        tiles: Tiles = ctx.tiles
+        xy, conic, opac, depth, color, fin_c, fin_d, fin_t, fin_last = ctx.saved_tensors
+        num = len(xy)
+        p = tiles.height * tiles.width
+
+        def flat(g, shape):
+            return torch.zeros(shape) if g is None else g.reshape(shape).float().contiguous()
+
+        g_c, g_d, g_t = flat(grad_c, (p, 3)), flat(grad_d, (p,)), flat(grad_t, (p,))
+        slot_grads = torch.empty(max(tiles.total, 1), _GRADS)
+        _launch_tiles(_backward_tile_kernel, tiles.num_tiles, [
+            _wp(tiles.tile_start, wp.int32), _wp(tiles.isect, wp.int32), _wp(xy, wp.vec2),
+            _wp(conic, wp.vec3), _wp(opac, float), _wp(depth, float), _wp(color, wp.vec3),
+            _wp(tiles.ext, wp.vec2), tiles.width, tiles.height, tiles.tile_size,
+            tiles.tiles_x, _wp(fin_c, wp.vec3), _wp(fin_d, float), _wp(fin_t, float),
+            _wp(fin_last, wp.int32), _wp(g_c, wp.vec3), _wp(g_d, float), _wp(g_t, float),
+            _wp(slot_grads, float)], ctx.threads)
+        grads = torch.empty(num, _GRADS)
+        if num:
+            wp.launch(_reduce_kernel, dim=num, device=DEVICE, inputs=[
+                _wp(tiles.slot_start, wp.int32), _wp(tiles.slots, wp.int32),
+                _wp(slot_grads, float), _wp(grads, float)])
+        return (grads[:, 0:2], grads[:, 2:5], grads[:, 5], grads[:, 9], grads[:, 6:9],
+                None, None, None, None)
+
+
+_VALID_CACHE: dict[tuple, torch.Tensor] = {}
+
+
+def _valid_pixels(camera: Camera) -> torch.Tensor:  # -> [H * W] int32, 1 inside the image
+    if camera.model != "fisheye":
+        return torch.ones(camera.width * camera.height, dtype=torch.int32)
+    key = (camera.width, camera.height, camera.fx, camera.fy, camera.cx, camera.cy,
+           tuple(camera.distortion), camera.max_theta)
+    valid = _VALID_CACHE.get(key)
+    if valid is None:
+        if len(_VALID_CACHE) > 64:
+            _VALID_CACHE.clear()
+        _, mask = camera.pixel_rays()
+        valid = torch.as_tensor(np.asarray(mask).reshape(-1).astype(np.int32))
+        _VALID_CACHE[key] = valid
+    return valid
+
+
+def rasterize(
+    means: torch.Tensor,  # [N, 3] float32
+    quats: torch.Tensor,  # [N, 4]
+    log_scales: torch.Tensor,  # [N, 3]
+    opacity_logits: torch.Tensor,  # [N]
+    sh_dc: torch.Tensor,  # [N, 3]
+    sh_rest: torch.Tensor,  # [N, K, 3]
+    camera: Camera,
+    *,
+    background: Sequence[float] | torch.Tensor = (0.0, 0.0, 0.0),
+    sh_degree: int | None = None,
+    tile_size: int = K.TILE_SIZE,
+    occluder_depth: torch.Tensor | None = None,  # [H, W]
+    threads: int = 1,
+) -> RasterOutput:
+    """Render one camera with autograd; outputs as :func:`bench.render.torch_raster.rasterize`.
+
+    Args:
+        means, quats, log_scales, opacity_logits, sh_dc, sh_rest: Gaussian parameters
+            (float32 CPU tensors; gradients flow to all of them).
+        camera: Pinhole or fisheye (direct Kannala-Brandt model) camera.
+        background: RGB blended behind the Gaussians.
+        sh_degree: Active SH degree (None: the stored degree).
+        tile_size: Tile side in pixels (<= 32).
+        occluder_depth: Per-pixel depth of an opaque surface (inf = none).
+        threads: CPU threads for the tile kernels (results do not depend on it).
+
+    Returns:
+        A :class:`bench.render.torch_raster.RasterOutput`.
+    """
+    if means.dtype != torch.float32 or means.device.type != "cpu":
+        raise ValueError(f"the Warp rasterizer takes float32 CPU tensors, got {means.dtype} on "
+                         f"{means.device}; use bench.render.torch_raster.rasterize otherwise")
+    if not 1 <= tile_size <= _TILE_BUFFER:
+        raise ValueError(f"tile_size must be 1-{_TILE_BUFFER}, got {tile_size}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    width, height = camera.width, camera.height
+    degree = resolve_sh_degree(_STORED_DEGREE[sh_rest.shape[1]], sh_degree)
+    bg = _as_background(background, means.dtype, means.device)
+    proj = project(means, quats, log_scales, camera)
+    means2d = proj.means2d
+    if means2d.requires_grad:
+        means2d.retain_grad()
+    order = torch.nonzero(proj.visible).squeeze(1)
+    order = order[torch.argsort(proj.depths.detach()[order], stable=True)]
+    xy = means2d[order]
+    conic = proj.conics[order]
+    opac = torch.sigmoid(opacity_logits[order])
+    depth_g = proj.depths[order]
+    colors = gaussian_colors(means[order], sh_dc[order],
+                             sh_rest[order][:, : (degree + 1) ** 2 - 1], camera, degree)
+    tiles = Tiles(xy.detach(), conic.detach(), opac.detach(), proj.radii[order],
+                  (width, height), tile_size)
+    occ = None
+    if occluder_depth is not None:
+        occ = torch.as_tensor(occluder_depth, dtype=torch.float32).reshape(-1).contiguous()
+    acc_c, acc_d, trans = WarpComposite.apply(xy, conic, opac, depth_g, colors, tiles,
+                                              _valid_pixels(camera), occ, threads)
+    alpha_img = 1.0 - trans
+    rgb = acc_c + trans[..., None] * bg
+    has = alpha_img > 0
+    depth = torch.where(has, acc_d / torch.where(has, alpha_img, 1.0), torch.inf)
+    return RasterOutput(rgb, depth, alpha_img, means2d, proj.radii, proj.depths)
