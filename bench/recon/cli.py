@@ -259,6 +259,9 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
                    "sized for the CPU trainer; gsplat's simple_trainer uses 100000)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; fix it for bit-exact reruns)")
+    p.add_argument("--raster", default=None,
+                   help="CPU rasterizer: warp (Warp tile kernels with a backward pass; default) "
+                   "or torch (the pure-torch reference, ~10x slower); TrainConfig.raster")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_train)
@@ -276,6 +279,7 @@ def _run_train(args: argparse.Namespace) -> int:
         eval_every=args.eval_every, densify=not args.no_densify,
         max_gaussians=args.max_gaussians, random_init_points=args.random_init_points,
         threads=args.threads,
+        **({} if args.raster is None else {"raster": args.raster}),
     )
     config.validate()
     if args.max_gaussians < 1 or args.random_init_points < 2:

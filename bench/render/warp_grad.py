@@ -58,10 +58,8 @@ from bench.render.torch_raster import (
     _STORED_DEGREE,
     RasterOutput,
     _as_background,
-    _tighten_to_alpha_box,
     gaussian_colors,
     project,
-    tile_ranges,
 )
 from bench.scene.cameras import Camera
 
@@ -72,22 +70,80 @@ _GRADS = 10  # per-Gaussian gradient row: mean x, y; conic a, b, c; opacity; r, 
 
 
 # --------------------------------------------------------------------------- binning
+_ALPHA_MIN = wp.constant(K.ALPHA_MIN)
+
+
+@wp.kernel
+def _prep_kernel(
+    order: wp.array(dtype=wp.int32),  # [M] Gaussian index per depth rank
+    xy: wp.array(dtype=wp.vec2),  # [N]
+    conic: wp.array(dtype=wp.vec3),  # [N]
+    opacity: wp.array(dtype=float),  # [N]
+    radii: wp.array(dtype=wp.int32),  # [N]
+    tile_size: int,
+    tiles_x: int,
+    tiles_y: int,
+    rect: wp.array(dtype=wp.vec4i),  # [M] out: tiles (x0, x1, y0, y1), half-open
+    ext: wp.array(dtype=wp.vec2),  # [M] out: half-extents of alpha >= ALPHA_MIN, -1: none
+    area: wp.array(dtype=wp.int32),  # [M] out: tiles touched
+):
+    k = wp.tid()
+    g = order[k]
+    m = xy[g]
+    q = conic[g]
+    r = float(radii[g])
+    ts = float(tile_size)
+    # The radius-square's tiles (forward model step 4) ...
+    x0 = wp.clamp(int(wp.floor((m[0] - r) / ts)), 0, tiles_x)
+    x1 = wp.clamp(int(wp.ceil((m[0] + r) / ts)), 0, tiles_x)
+    y0 = wp.clamp(int(wp.floor((m[1] - r) / ts)), 0, tiles_y)
+    y1 = wp.clamp(int(wp.ceil((m[1] + r) / ts)), 0, tiles_y)
+    # ... cut to those holding pixels where alpha can reach ALPHA_MIN: 0.5 d^T conic d <=
+    # level = ln(opacity / ALPHA_MIN), an ellipse spanning |dx| <= sqrt(2 level cov_xx).
+    level = wp.float64(wp.log(opacity[g] / _ALPHA_MIN))
+    q0 = wp.float64(q[0])
+    q1 = wp.float64(q[1])
+    q2 = wp.float64(q[2])
+    det = wp.max(q0 * q2 - q1 * q1, wp.float64(1.0e-300))
+    ext[k] = wp.vec2(-1.0, -1.0)
+    if level > wp.float64(0.0):
+        hx = wp.sqrt(wp.float64(2.0) * level * q2 / det)
+        hy = wp.sqrt(wp.float64(2.0) * level * q0 / det)
+        ext[k] = wp.vec2(float(hx) * 1.01 + 0.01, float(hy) * 1.01 + 0.01)
+        bx = float(hx) * 1.001 + 1.0
+        by = float(hy) * 1.001 + 1.0
+        x0 = wp.max(x0, int(wp.floor((m[0] - bx) / ts)))
+        x1 = wp.min(x1, int(wp.floor((m[0] + bx) / ts)) + 1)
+        y0 = wp.max(y0, int(wp.floor((m[1] - by) / ts)))
+        y1 = wp.min(y1, int(wp.floor((m[1] + by) / ts)) + 1)
+    else:
+        x1 = x0
+    if x1 <= x0 or y1 <= y0:
+        rect[k] = wp.vec4i(0, 0, 0, 0)
+        area[k] = 0
+    else:
+        rect[k] = wp.vec4i(x0, x1, y0, y1)
+        area[k] = (x1 - x0) * (y1 - y0)
+
+
 @wp.kernel
 def _bin_kernel(
-    rect: wp.array(dtype=wp.vec4i),  # [M] (x0, x1, y0, y1) tiles, half-open, depth order
+    rect: wp.array(dtype=wp.vec4i),  # [M] from _prep_kernel, depth order
     num: int,
     num_tiles: int,
     tiles_x: int,
-    slot_start: wp.array(dtype=wp.int32),  # [M + 1] prefix sums of the rect areas
-    tile_start: wp.array(dtype=wp.int32),  # [num_tiles + 1]
+    slot_start: wp.array(dtype=wp.int32),  # [M + 1] out: prefix sums of the rect areas
+    tile_start: wp.array(dtype=wp.int32),  # [num_tiles + 1] out
     cursor: wp.array(dtype=wp.int32),  # [num_tiles] scratch
-    isect: wp.array(dtype=wp.int32),  # [total] Gaussian rank per list position
-    slots: wp.array(dtype=wp.int32),  # [total] list positions per Gaussian, tile order
+    isect: wp.array(dtype=wp.int32),  # [total] out: rank per list position
+    slots: wp.array(dtype=wp.int32),  # [total] out: list positions per rank, tile order
 ):
     for t in range(num_tiles + 1):
         tile_start[t] = 0
+    slot_start[0] = 0
     for k in range(num):
         r = rect[k]
+        slot_start[k + 1] = slot_start[k] + (r[1] - r[0]) * (r[3] - r[2])
         for ty in range(r[2], r[3]):
             for tx in range(r[0], r[1]):
                 tile_start[ty * tiles_x + tx + 1] += 1
@@ -108,18 +164,18 @@ def _bin_kernel(
 
 @wp.kernel
 def _reduce_kernel(
+    order: wp.array(dtype=wp.int32),  # [M]
     slot_start: wp.array(dtype=wp.int32),  # [M + 1]
     slots: wp.array(dtype=wp.int32),  # [total]
     slot_grads: wp.array2d(dtype=float),  # [total, _GRADS]
-    out: wp.array2d(dtype=float),  # [M, _GRADS]
+    out: wp.array2d(dtype=float),  # [N, _GRADS], zero on entry
 ):
     k = wp.tid()
-    for c in range(_GRADS):
-        out[k, c] = 0.0
+    g = order[k]
     for j in range(slot_start[k], slot_start[k + 1]):
         s = slots[j]
         for c in range(_GRADS):
-            out[k, c] = out[k, c] + slot_grads[s, c]
+            out[g, c] = out[g, c] + slot_grads[s, c]
 
 
 # --------------------------------------------------------------------------- tile snippets
@@ -140,9 +196,10 @@ _TILE_SETUP = """
     const float alpha_min = (float)(1.0 / 255.0);
 """
 _GAUSSIAN_RECT = """
-        const int k = isect.data[n];
-        const wp::vec2 e = ext.data[k];
+        const int rank = isect.data[n];
+        const wp::vec2 e = ext.data[rank];
         if (e[0] < 0.0f) SKIP;
+        const int k = order.data[rank];
         const wp::vec2 m = xy.data[k];
         const int cx0 = wp::max(px0, (int)wp::floor(m[0] - e[0] - 0.5f));
         const int cx1 = wp::min(px1, (int)wp::floor(m[0] + e[0] - 0.5f) + 1);
@@ -283,14 +340,14 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
         row_last[r] = rl;
         tile_last = wp::max(tile_last, rl);
     }
-    float acc[10][TS];
+    float acc[10][TS];  // per-lane sums of the current Gaussian; all 0 between Gaussians
+    for (int c = 0; c < 10; ++c)
+        for (int l = 0; l < TS; ++l) acc[c][l] = 0.0f;
     for (int n = tile_start.data[tile]; n < tile_start.data[tile + 1]; ++n) {
         float* __restrict slot = slot_grads.data + (size_t)n * 10;
         for (int c = 0; c < 10; ++c) slot[c] = 0.0f;
         if (n > tile_last) continue;
 """ + _GAUSSIAN_RECT.replace("SKIP", "continue") + """
-        for (int c = 0; c < 10; ++c)
-            for (int l = 0; l < TS; ++l) acc[c][l] = 0.0f;
         for (int py = cy0; py < cy1; ++py) {
             const int r = py - py0;
             if (row_last[r] < n) continue;
@@ -331,7 +388,10 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
         }
         for (int c = 0; c < 10; ++c) {
             float s = 0.0f;
-            for (int l = 0; l < tw; ++l) s += acc[c][l];
+            for (int l = rx0; l < rx1; ++l) {  // lanes outside only ever add 0: stay 0
+                s += acc[c][l];
+                acc[c][l] = 0.0f;
+            }
             slot[c] = s;
         }
     }
@@ -342,6 +402,7 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
 def _forward_tile(
     tile_start: wp.array(dtype=wp.int32),
     isect: wp.array(dtype=wp.int32),
+    order: wp.array(dtype=wp.int32),
     xy: wp.array(dtype=wp.vec2),
     conic: wp.array(dtype=wp.vec3),
     opacity: wp.array(dtype=float),
@@ -369,11 +430,12 @@ def _forward_tile(
 def _forward_tile_kernel(
     tile_start: wp.array(dtype=wp.int32),  # [tiles + 1]
     isect: wp.array(dtype=wp.int32),  # [total] ranks, grouped by tile, depth order inside
-    xy: wp.array(dtype=wp.vec2),  # [M] depth order
-    conic: wp.array(dtype=wp.vec3),  # [M]
-    opacity: wp.array(dtype=float),  # [M]
-    depth: wp.array(dtype=float),  # [M]
-    color: wp.array(dtype=wp.vec3),  # [M]
+    order: wp.array(dtype=wp.int32),  # [M] Gaussian index per rank
+    xy: wp.array(dtype=wp.vec2),  # [N]
+    conic: wp.array(dtype=wp.vec3),  # [N]
+    opacity: wp.array(dtype=float),  # [N]
+    depth: wp.array(dtype=float),  # [N]
+    color: wp.array(dtype=wp.vec3),  # [N]
     ext: wp.array(dtype=wp.vec2),  # [M] half-extents of alpha >= ALPHA_MIN (-1: none)
     width: int,
     height: int,
@@ -389,7 +451,7 @@ def _forward_tile_kernel(
     tile_offset: int,
     tile_stride: int,
 ):
-    _forward_tile(tile_start, isect, xy, conic, opacity, depth, color, ext, width, height,
+    _forward_tile(tile_start, isect, order, xy, conic, opacity, depth, color, ext, width, height,
                   tile_size, tiles_x, valid, occluder, use_occluder, out_c, out_d, out_t,
                   out_last, tile_offset, tile_stride, wp.tid())
 
@@ -398,6 +460,7 @@ def _forward_tile_kernel(
 def _backward_tile(
     tile_start: wp.array(dtype=wp.int32),
     isect: wp.array(dtype=wp.int32),
+    order: wp.array(dtype=wp.int32),
     xy: wp.array(dtype=wp.vec2),
     conic: wp.array(dtype=wp.vec3),
     opacity: wp.array(dtype=float),
@@ -426,6 +489,7 @@ def _backward_tile(
 def _backward_tile_kernel(
     tile_start: wp.array(dtype=wp.int32),
     isect: wp.array(dtype=wp.int32),
+    order: wp.array(dtype=wp.int32),
     xy: wp.array(dtype=wp.vec2),
     conic: wp.array(dtype=wp.vec3),
     opacity: wp.array(dtype=float),
@@ -447,7 +511,7 @@ def _backward_tile_kernel(
     tile_offset: int,
     tile_stride: int,
 ):
-    _backward_tile(tile_start, isect, xy, conic, opacity, depth, color, ext, width, height,
+    _backward_tile(tile_start, isect, order, xy, conic, opacity, depth, color, ext, width, height,
                    tile_size, tiles_x, fin_c, fin_d, fin_t, fin_last, grad_c, grad_d, grad_t,
                    slot_grads, tile_offset, tile_stride, wp.tid())
 
@@ -496,14 +560,16 @@ def _wp(tensor: torch.Tensor, dtype) -> wp.array:
 
 
 class Tiles:
-    """Depth-ordered Gaussians binned into tiles for one image (shared by forward/backward)."""
+    """Visible Gaussians in depth order, binned into tiles (shared by forward and backward)."""
 
     def __init__(
         self,
-        xy: torch.Tensor,  # [M, 2] float32, depth order
-        conic: torch.Tensor,  # [M, 3]
-        opac: torch.Tensor,  # [M]
-        radii: torch.Tensor,  # [M] int
+        depths: torch.Tensor,  # [N] float32 view depth
+        visible: torch.Tensor,  # [N] bool
+        xy: torch.Tensor,  # [N, 2] float32 pixels
+        conic: torch.Tensor,  # [N, 3]
+        opac: torch.Tensor,  # [N]
+        radii: torch.Tensor,  # [N] int
         camera_size: tuple[int, int],  # (width, height)
         tile_size: int,
     ) -> None:
@@ -512,45 +578,44 @@ class Tiles:
         self.tiles_x = math.ceil(width / tile_size)
         self.tiles_y = math.ceil(height / tile_size)
         self.num_tiles = self.tiles_x * self.tiles_y
-        num = len(xy)
-        with torch.no_grad():
-            rect = tile_ranges(xy, radii, width, height, tile_size)
-            rect = _tighten_to_alpha_box(rect, xy, conic, opac, tile_size)
-            area = ((rect[:, 1] - rect[:, 0]).clamp_min(0)
-                    * (rect[:, 3] - rect[:, 2]).clamp_min(0))
-            rect = torch.where((area > 0)[:, None], rect, torch.zeros_like(rect))
-            self.slot_start = torch.zeros(num + 1, dtype=torch.int32)
-            self.slot_start[1:] = torch.cumsum(area, 0).to(torch.int32)
-            total = int(self.slot_start[-1])
-            self.total = total
-            # Half-extents of {power <= ln(opacity / ALPHA_MIN)} (alpha >= ALPHA_MIN) with the
-            # margins of the render backend: 1 % + 0.01 px.
-            q = conic.detach().double()
-            det = (q[:, 0] * q[:, 2] - q[:, 1] * q[:, 1]).clamp_min(1e-300)
-            level = torch.log(opac.detach().double() / K.ALPHA_MIN)
-            hx = torch.sqrt(2 * level.clamp_min(0) * q[:, 2] / det) * 1.01 + 0.01
-            hy = torch.sqrt(2 * level.clamp_min(0) * q[:, 0] / det) * 1.01 + 0.01
-            ext = torch.stack([hx, hy], -1)
-            self.ext = torch.where((level > 0)[:, None], ext, -1.0).float()
-            self.rect = rect.to(torch.int32).contiguous()
+        index = torch.nonzero(visible).squeeze(1).to(torch.int32)
+        num = self.num = len(index)
+        # Depth order, ties by index: Warp's stable radix sort (2x room for its scratch).
+        keys = torch.empty(2 * max(num, 1))
+        values = torch.empty(2 * max(num, 1), dtype=torch.int32)
+        keys[:num] = depths.detach()[index.long()]
+        values[:num] = index
+        wp.utils.radix_sort_pairs(_wp(keys, wp.float32), _wp(values, wp.int32), num)
+        self.order = values[:num].contiguous()
+        self.ext = torch.empty(max(num, 1), 2)
+        rect = torch.empty(max(num, 1), 4, dtype=torch.int32)
+        area = torch.zeros(max(num, 1), dtype=torch.int32)
+        if num:
+            wp.launch(_prep_kernel, dim=num, device=DEVICE, inputs=[
+                _wp(self.order, wp.int32), _wp(xy.detach(), wp.vec2),
+                _wp(conic.detach(), wp.vec3), _wp(opac.detach(), float),
+                _wp(radii.to(torch.int32), wp.int32), tile_size, self.tiles_x, self.tiles_y,
+                _wp(rect, wp.vec4i), _wp(self.ext, wp.vec2), _wp(area, wp.int32)])
+        self.total = total = int(area.sum(dtype=torch.int64))
+        self.slot_start = torch.zeros(num + 1, dtype=torch.int32)
         self.tile_start = torch.zeros(self.num_tiles + 1, dtype=torch.int32)
         self.isect = torch.zeros(max(total, 1), dtype=torch.int32)
         self.slots = torch.zeros(max(total, 1), dtype=torch.int32)
         cursor = torch.zeros(self.num_tiles, dtype=torch.int32)
-        if num:
-            wp.launch(_bin_kernel, dim=1, device=DEVICE, inputs=[
-                _wp(self.rect, wp.vec4i), num, self.num_tiles, self.tiles_x,
-                _wp(self.slot_start, wp.int32), _wp(self.tile_start, wp.int32),
-                _wp(cursor, wp.int32), _wp(self.isect, wp.int32), _wp(self.slots, wp.int32)])
+        wp.launch(_bin_kernel, dim=1, device=DEVICE, inputs=[
+            _wp(rect, wp.vec4i), num, self.num_tiles, self.tiles_x,
+            _wp(self.slot_start, wp.int32), _wp(self.tile_start, wp.int32),
+            _wp(cursor, wp.int32), _wp(self.isect, wp.int32), _wp(self.slots, wp.int32)])
 
 
 class WarpComposite(torch.autograd.Function):
-    """Front-to-back compositing of depth-ordered 2D Gaussians, forward and backward in Warp.
+    """Front-to-back compositing of 2D Gaussians in tiles, forward and backward in Warp.
 
-    ``apply(xy [M, 2], conic [M, 3], opac [M], depth [M], color [M, 3], tiles, valid [H*W]
+    ``apply(xy [N, 2], conic [N, 3], opac [N], depth [N], color [N, 3], tiles, valid [H*W]
     int32, occluder [H*W] or None, threads)`` -> ``(C [H, W, 3], D [H, W], T [H, W])``:
     accumulated colour, accumulated ``alpha x depth`` and final transmittance (no
-    background). Gradients flow to the five per-Gaussian tensors (float32, CPU).
+    background), over the visible Gaussians of ``tiles`` in its depth order. Gradients flow
+    to the five per-Gaussian tensors (float32, CPU; zero for Gaussians not drawn).
     """
 
     @staticmethod
@@ -563,25 +628,20 @@ class WarpComposite(torch.autograd.Function):
         out_last = torch.empty(p, dtype=torch.int32)
         use_occ = occluder is not None
         occ = occluder if use_occ else torch.empty(1)
-        ins = [xy, conic, opac, depth, color]
-        ins = [t.detach().contiguous() for t in ins]
-        per_gaussian = [_wp(ins[0], wp.vec2), _wp(ins[1], wp.vec3), _wp(ins[2], float),
-                        _wp(ins[3], float), _wp(ins[4], wp.vec3), _wp(tiles.ext, wp.vec2)]
+        ins = [t.detach().contiguous() for t in (xy, conic, opac, depth, color)]
         _launch_tiles(_forward_tile_kernel, tiles.num_tiles, [
-            _wp(tiles.tile_start, wp.int32), _wp(tiles.isect, wp.int32), *per_gaussian,
-            w, h, tiles.tile_size, tiles.tiles_x, _wp(valid, wp.int32), _wp(occ, float),
-            int(use_occ), _wp(out_c, wp.vec3), _wp(out_d, float), _wp(out_t, float),
+            *_tile_inputs(tiles, ins), _wp(valid, wp.int32), _wp(occ, float), int(use_occ),
+            _wp(out_c, wp.vec3), _wp(out_d, float), _wp(out_t, float),
             _wp(out_last, wp.int32)], threads)
         ctx.tiles, ctx.threads = tiles, threads
         ctx.save_for_backward(*ins, out_c, out_d, out_t, out_last)
-        ctx.mark_non_differentiable(out_last)
         return out_c.reshape(h, w, 3), out_d.reshape(h, w), out_t.reshape(h, w)
 
     @staticmethod
     def backward(ctx, grad_c, grad_d, grad_t):
         tiles: Tiles = ctx.tiles
-        xy, conic, opac, depth, color, fin_c, fin_d, fin_t, fin_last = ctx.saved_tensors
-        num = len(xy)
+        saved = ctx.saved_tensors
+        ins, (fin_c, fin_d, fin_t, fin_last) = saved[:5], saved[5:]
         p = tiles.height * tiles.width
 
         def flat(g, shape):
@@ -590,19 +650,24 @@ class WarpComposite(torch.autograd.Function):
         g_c, g_d, g_t = flat(grad_c, (p, 3)), flat(grad_d, (p,)), flat(grad_t, (p,))
         slot_grads = torch.empty(max(tiles.total, 1), _GRADS)
         _launch_tiles(_backward_tile_kernel, tiles.num_tiles, [
-            _wp(tiles.tile_start, wp.int32), _wp(tiles.isect, wp.int32), _wp(xy, wp.vec2),
-            _wp(conic, wp.vec3), _wp(opac, float), _wp(depth, float), _wp(color, wp.vec3),
-            _wp(tiles.ext, wp.vec2), tiles.width, tiles.height, tiles.tile_size,
-            tiles.tiles_x, _wp(fin_c, wp.vec3), _wp(fin_d, float), _wp(fin_t, float),
-            _wp(fin_last, wp.int32), _wp(g_c, wp.vec3), _wp(g_d, float), _wp(g_t, float),
-            _wp(slot_grads, float)], ctx.threads)
-        grads = torch.empty(num, _GRADS)
-        if num:
-            wp.launch(_reduce_kernel, dim=num, device=DEVICE, inputs=[
-                _wp(tiles.slot_start, wp.int32), _wp(tiles.slots, wp.int32),
-                _wp(slot_grads, float), _wp(grads, float)])
+            *_tile_inputs(tiles, ins), _wp(fin_c, wp.vec3), _wp(fin_d, float),
+            _wp(fin_t, float), _wp(fin_last, wp.int32), _wp(g_c, wp.vec3), _wp(g_d, float),
+            _wp(g_t, float), _wp(slot_grads, float)], ctx.threads)
+        grads = torch.zeros(len(ins[0]), _GRADS)
+        if tiles.num:
+            wp.launch(_reduce_kernel, dim=tiles.num, device=DEVICE, inputs=[
+                _wp(tiles.order, wp.int32), _wp(tiles.slot_start, wp.int32),
+                _wp(tiles.slots, wp.int32), _wp(slot_grads, float), _wp(grads, float)])
         return (grads[:, 0:2], grads[:, 2:5], grads[:, 5], grads[:, 9], grads[:, 6:9],
                 None, None, None, None)
+
+
+def _tile_inputs(tiles: Tiles, ins: Sequence[torch.Tensor]) -> list:
+    xy, conic, opac, depth, color = ins
+    return [_wp(tiles.tile_start, wp.int32), _wp(tiles.isect, wp.int32),
+            _wp(tiles.order, wp.int32), _wp(xy, wp.vec2), _wp(conic, wp.vec3), _wp(opac, float),
+            _wp(depth, float), _wp(color, wp.vec3), _wp(tiles.ext, wp.vec2), tiles.width,
+            tiles.height, tiles.tile_size, tiles.tiles_x]
 
 
 _VALID_CACHE: dict[tuple, torch.Tensor] = {}
@@ -667,20 +732,15 @@ def rasterize(
     means2d = proj.means2d
     if means2d.requires_grad:
         means2d.retain_grad()
-    order = torch.nonzero(proj.visible).squeeze(1)
-    order = order[torch.argsort(proj.depths.detach()[order], stable=True)]
-    xy = means2d[order]
-    conic = proj.conics[order]
-    opac = torch.sigmoid(opacity_logits[order])
-    depth_g = proj.depths[order]
-    colors = gaussian_colors(means[order], sh_dc[order],
-                             sh_rest[order][:, : (degree + 1) ** 2 - 1], camera, degree)
-    tiles = Tiles(xy.detach(), conic.detach(), opac.detach(), proj.radii[order],
-                  (width, height), tile_size)
+    opac = torch.sigmoid(opacity_logits)
+    # Colours of all Gaussians (most are visible in training views; no gathers to undo).
+    colors = gaussian_colors(means, sh_dc, sh_rest[:, : (degree + 1) ** 2 - 1], camera, degree)
+    tiles = Tiles(proj.depths, proj.visible, means2d.detach(), proj.conics.detach(),
+                  opac.detach(), proj.radii, (width, height), tile_size)
     occ = None
     if occluder_depth is not None:
         occ = torch.as_tensor(occluder_depth, dtype=torch.float32).reshape(-1).contiguous()
-    acc_c, acc_d, trans = WarpComposite.apply(xy, conic, opac, depth_g, colors, tiles,
+    acc_c, acc_d, trans = WarpComposite.apply(means2d, proj.conics, opac, proj.depths, colors, tiles,
                                               _valid_pixels(camera), occ, threads)
     alpha_img = 1.0 - trans
     rgb = acc_c + trans[..., None] * bg
