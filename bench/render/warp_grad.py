@@ -56,6 +56,7 @@ from bench.render import warp_backend  # noqa: F401 - quiet wp.init() and log le
 from bench.render.output import resolve_sh_degree
 from bench.render.torch_raster import (
     _STORED_DEGREE,
+    Projection,
     RasterOutput,
     _as_background,
     gaussian_colors,
@@ -516,6 +517,266 @@ def _backward_tile_kernel(
                    slot_grads, tile_offset, tile_stride, wp.tid())
 
 
+# --------------------------------------------------------------------------- pinhole projection
+_LOW_PASS = wp.constant(K.LOW_PASS_PX)
+_SIGMA_EXTENT = wp.constant(K.SIGMA_EXTENT)
+_EIGEN_FLOOR = wp.constant(K.EIGEN_FLOOR)
+_NEAR = wp.constant(K.NEAR_PLANE)
+_FAR = wp.constant(K.FAR_PLANE)
+
+
+@wp.func
+def _quat_rotation(q: wp.vec4) -> wp.mat33:  # unit (w, x, y, z)
+    w = q[0]
+    x = q[1]
+    y = q[2]
+    z = q[3]
+    return wp.mat33(
+        1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y),
+        2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x),
+        2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y),
+    )
+
+
+@wp.func
+def _scaled_rotation(quat: wp.vec4, log_scale: wp.vec3) -> wp.mat33:
+    """M = R(q / |q|) diag(exp(log_scale)), so that Sigma_3d = M M^T."""
+    rq = _quat_rotation(quat / wp.length(quat))
+    s = wp.vec3(wp.exp(log_scale[0]), wp.exp(log_scale[1]), wp.exp(log_scale[2]))
+    return wp.mat33(rq[0, 0] * s[0], rq[0, 1] * s[1], rq[0, 2] * s[2],
+                    rq[1, 0] * s[0], rq[1, 1] * s[1], rq[1, 2] * s[2],
+                    rq[2, 0] * s[0], rq[2, 1] * s[1], rq[2, 2] * s[2])
+
+
+@wp.kernel
+def _project_pinhole_kernel(
+    means: wp.array(dtype=wp.vec3),  # [N]
+    quats: wp.array(dtype=wp.vec4),  # [N] (w, x, y, z), any norm
+    log_scales: wp.array(dtype=wp.vec3),  # [N]
+    rot: wp.mat33,  # camera_from_world rotation
+    trans: wp.vec3,
+    intr: wp.vec4,  # fx, fy, cx, cy
+    lim: wp.vec4,  # FRUSTUM_CLAMP limits of x/z (max, -min) and y/z (max, -min)
+    width: int,
+    height: int,
+    out_xy: wp.array(dtype=wp.vec2),  # [N]
+    out_conic: wp.array(dtype=wp.vec3),  # [N]
+    out_depth: wp.array(dtype=float),  # [N]
+    out_radius: wp.array(dtype=wp.int32),  # [N] 0 = culled
+):
+    """Steps 1-3 of the forward model for a pinhole camera (torch_raster.project's maths)."""
+    g = wp.tid()
+    p = rot * means[g] + trans
+    z = p[2]
+    out_depth[g] = z
+    out_radius[g] = 0
+    out_xy[g] = wp.vec2(0.0, 0.0)
+    out_conic[g] = wp.vec3(0.0, 0.0, 0.0)
+    if z < _NEAR or z > _FAR:
+        return
+    fx = intr[0]
+    fy = intr[1]
+    xr = wp.clamp(p[0] / z, -lim[1], lim[0])
+    yr = wp.clamp(p[1] / z, -lim[3], lim[2])
+    rt = wp.transpose(rot)
+    a0 = rt * wp.vec3(fx / z, 0.0, -fx * xr / z)  # rows of J W
+    a1 = rt * wp.vec3(0.0, fy / z, -fy * yr / z)
+    mt = wp.transpose(_scaled_rotation(quats[g], log_scales[g]))
+    t0 = mt * a0  # rows of J W M
+    t1 = mt * a1
+    a = wp.dot(t0, t0) + _LOW_PASS
+    b = wp.dot(t0, t1)
+    c = wp.dot(t1, t1) + _LOW_PASS
+    det = a * c - b * b
+    if not (det > 0.0):
+        return
+    mid = 0.5 * (a + c)
+    lam = mid + wp.sqrt(wp.max(mid * mid - det, _EIGEN_FLOOR))
+    radius = wp.ceil(_SIGMA_EXTENT * wp.sqrt(wp.max(lam, 0.0)))
+    u = fx * p[0] / z + intr[2]
+    v = fy * p[1] / z + intr[3]
+    out_xy[g] = wp.vec2(u, v)
+    out_conic[g] = wp.vec3(c / det, -b / det, a / det)
+    if radius <= 0.0:
+        return
+    if u + radius > 0.0 and u - radius < float(width) and v + radius > 0.0 and (
+            v - radius < float(height)):
+        out_radius[g] = int(radius)
+
+
+@wp.kernel
+def _project_pinhole_backward_kernel(
+    means: wp.array(dtype=wp.vec3),
+    quats: wp.array(dtype=wp.vec4),
+    log_scales: wp.array(dtype=wp.vec3),
+    rot: wp.mat33,
+    trans: wp.vec3,
+    intr: wp.vec4,
+    lim: wp.vec4,
+    radius: wp.array(dtype=wp.int32),  # [N] forward output; 0 = no gradient
+    grad_xy: wp.array(dtype=wp.vec2),  # [N]
+    grad_conic: wp.array(dtype=wp.vec3),  # [N]
+    grad_depth: wp.array(dtype=float),  # [N]
+    out_means: wp.array(dtype=wp.vec3),  # [N]
+    out_quats: wp.array(dtype=wp.vec4),  # [N]
+    out_log_scales: wp.array(dtype=wp.vec3),  # [N]
+):
+    """Reverse mode of _project_pinhole_kernel (depth for every Gaussian, the rest if drawn)."""
+    g = wp.tid()
+    p = rot * means[g] + trans
+    gp = wp.vec3(0.0, 0.0, grad_depth[g])
+    out_quats[g] = wp.vec4(0.0, 0.0, 0.0, 0.0)
+    out_log_scales[g] = wp.vec3(0.0, 0.0, 0.0)
+    if radius[g] > 0:
+        x = p[0]
+        y = p[1]
+        z = p[2]
+        fx = intr[0]
+        fy = intr[1]
+        xz = x / z
+        yz = y / z
+        xr = wp.clamp(xz, -lim[1], lim[0])
+        yr = wp.clamp(yz, -lim[3], lim[2])
+        rt = wp.transpose(rot)
+        a0 = rt * wp.vec3(fx / z, 0.0, -fx * xr / z)
+        a1 = rt * wp.vec3(0.0, fy / z, -fy * yr / z)
+        q = quats[g]
+        qlen = wp.length(q)
+        qn = q / qlen
+        rq = _quat_rotation(qn)
+        ls = log_scales[g]
+        s = wp.vec3(wp.exp(ls[0]), wp.exp(ls[1]), wp.exp(ls[2]))
+        m = _scaled_rotation(q, ls)
+        mt = wp.transpose(m)
+        t0 = mt * a0
+        t1 = mt * a1
+        a = wp.dot(t0, t0) + _LOW_PASS
+        b = wp.dot(t0, t1)
+        c = wp.dot(t1, t1) + _LOW_PASS
+        inv = 1.0 / (a * c - b * b)
+        inv2 = inv * inv
+        gq = grad_conic[g]
+        ga = -gq[0] * c * c * inv2 + gq[1] * b * c * inv2 + gq[2] * (inv - a * c * inv2)
+        gb = 2.0 * gq[0] * b * c * inv2 - gq[1] * (inv + 2.0 * b * b * inv2) + (
+            2.0 * gq[2] * a * b * inv2)
+        gc = gq[0] * (inv - a * c * inv2) + gq[1] * a * b * inv2 - gq[2] * a * a * inv2
+        gt0 = 2.0 * ga * t0 + gb * t1
+        gt1 = gb * t0 + 2.0 * gc * t1
+        gm = wp.outer(a0, gt0) + wp.outer(a1, gt1)  # dL/dM
+        ga0 = m * gt0
+        ga1 = m * gt1
+        # M = R diag(s): dL/dR and dL/dlog_scale
+        gr = wp.mat33(gm[0, 0] * s[0], gm[0, 1] * s[1], gm[0, 2] * s[2],
+                      gm[1, 0] * s[0], gm[1, 1] * s[1], gm[1, 2] * s[2],
+                      gm[2, 0] * s[0], gm[2, 1] * s[1], gm[2, 2] * s[2])
+        out_log_scales[g] = wp.vec3(
+            (gm[0, 0] * rq[0, 0] + gm[1, 0] * rq[1, 0] + gm[2, 0] * rq[2, 0]) * s[0],
+            (gm[0, 1] * rq[0, 1] + gm[1, 1] * rq[1, 1] + gm[2, 1] * rq[2, 1]) * s[1],
+            (gm[0, 2] * rq[0, 2] + gm[1, 2] * rq[1, 2] + gm[2, 2] * rq[2, 2]) * s[2])
+        w = qn[0]
+        qx = qn[1]
+        qy = qn[2]
+        qz = qn[3]
+        gw = 2.0 * (-qz * gr[0, 1] + qy * gr[0, 2] + qz * gr[1, 0] - qx * gr[1, 2]
+                    - qy * gr[2, 0] + qx * gr[2, 1])
+        gx = 2.0 * (qy * gr[0, 1] + qz * gr[0, 2] + qy * gr[1, 0] - 2.0 * qx * gr[1, 1]
+                    - w * gr[1, 2] + qz * gr[2, 0] + w * gr[2, 1] - 2.0 * qx * gr[2, 2])
+        gy = 2.0 * (-2.0 * qy * gr[0, 0] + qx * gr[0, 1] + w * gr[0, 2] + qx * gr[1, 0]
+                    + qz * gr[1, 2] - w * gr[2, 0] + qz * gr[2, 1] - 2.0 * qy * gr[2, 2])
+        gz = 2.0 * (-2.0 * qz * gr[0, 0] - w * gr[0, 1] + qx * gr[0, 2] + w * gr[1, 0]
+                    - 2.0 * qz * gr[1, 1] + qy * gr[1, 2] + qx * gr[2, 0] + qy * gr[2, 1])
+        gqn = wp.vec4(gw, gx, gy, gz)
+        out_quats[g] = (gqn - qn * wp.dot(qn, gqn)) / qlen
+        # A = J W: dL/dJ rows, then J's dependence on p (clamped x/z, y/z pass no gradient)
+        gj0 = rot * ga0
+        gj1 = rot * ga1
+        iz2 = 1.0 / (z * z)
+        gpx = 0.0
+        gpy = 0.0
+        gpz = -gj0[0] * fx * iz2 - gj1[1] * fy * iz2
+        if xz >= -lim[1] and xz <= lim[0]:
+            gpx = gpx - gj0[2] * fx * iz2
+            gpz = gpz + gj0[2] * 2.0 * fx * x * iz2 / z
+        else:
+            gpz = gpz + gj0[2] * fx * xr * iz2
+        if yz >= -lim[3] and yz <= lim[2]:
+            gpy = gpy - gj1[2] * fy * iz2
+            gpz = gpz + gj1[2] * 2.0 * fy * y * iz2 / z
+        else:
+            gpz = gpz + gj1[2] * fy * yr * iz2
+        gxy = grad_xy[g]
+        gpx = gpx + gxy[0] * fx / z
+        gpy = gpy + gxy[1] * fy / z
+        gpz = gpz - gxy[0] * fx * x * iz2 - gxy[1] * fy * y * iz2
+        gp = gp + wp.vec3(gpx, gpy, gpz)
+    out_means[g] = wp.transpose(rot) * gp
+
+
+def _camera_args(camera: Camera) -> list:
+    from bench.render.warp_backend import _frustum_limits
+
+    view = camera.camera_from_world.astype(np.float32)
+    return [wp.mat33(view[:3, :3]), wp.vec3(view[:3, 3]),
+            wp.vec4(camera.fx, camera.fy, camera.cx, camera.cy), _frustum_limits(camera)]
+
+
+class WarpProjectPinhole(torch.autograd.Function):
+    """EWA projection for a pinhole camera in Warp, forward and reverse mode.
+
+    ``apply(means [N, 3], quats [N, 4], log_scales [N, 3], camera)`` -> ``(means2d [N, 2],
+    conics [N, 3], depths [N], radii [N] int32)``, the values of
+    :func:`bench.render.torch_raster.project` (float32 round-off apart).
+    """
+
+    @staticmethod
+    def forward(ctx, means, quats, log_scales, camera):
+        n = len(means)
+        ins = [t.detach().contiguous() for t in (means, quats, log_scales)]
+        xy, conic, depth = torch.empty(n, 2), torch.empty(n, 3), torch.empty(n)
+        radius = torch.empty(n, dtype=torch.int32)
+        cam = _camera_args(camera)
+        if n:
+            wp.launch(_project_pinhole_kernel, dim=n, device=DEVICE, inputs=[
+                _wp(ins[0], wp.vec3), _wp(ins[1], wp.vec4), _wp(ins[2], wp.vec3), *cam,
+                camera.width, camera.height, _wp(xy, wp.vec2), _wp(conic, wp.vec3),
+                _wp(depth, float), _wp(radius, wp.int32)])
+        ctx.cam = cam
+        ctx.save_for_backward(*ins, radius)
+        ctx.mark_non_differentiable(radius)
+        return xy, conic, depth, radius
+
+    @staticmethod
+    def backward(ctx, grad_xy, grad_conic, grad_depth, _grad_radius):
+        means, quats, log_scales, radius = ctx.saved_tensors
+        n = len(means)
+
+        def dense(g, shape):
+            return torch.zeros(shape) if g is None else g.float().contiguous()
+
+        g_xy, g_conic = dense(grad_xy, (n, 2)), dense(grad_conic, (n, 3))
+        g_depth = dense(grad_depth, (n,))
+        out_m, out_q, out_s = torch.empty(n, 3), torch.empty(n, 4), torch.empty(n, 3)
+        if n:
+            wp.launch(_project_pinhole_backward_kernel, dim=n, device=DEVICE, inputs=[
+                _wp(means, wp.vec3), _wp(quats, wp.vec4), _wp(log_scales, wp.vec3), *ctx.cam,
+                _wp(radius, wp.int32), _wp(g_xy, wp.vec2), _wp(g_conic, wp.vec3),
+                _wp(g_depth, float), _wp(out_m, wp.vec3), _wp(out_q, wp.vec4),
+                _wp(out_s, wp.vec3)])
+        return out_m, out_q, out_s, None
+
+
+def project_pinhole(
+    means: torch.Tensor,  # [N, 3] float32
+    quats: torch.Tensor,  # [N, 4]
+    log_scales: torch.Tensor,  # [N, 3]
+    camera: Camera,
+) -> Projection:
+    """:func:`bench.render.torch_raster.project` for pinhole cameras, in Warp kernels."""
+    xy, conic, depth, radius = WarpProjectPinhole.apply(means, quats, log_scales, camera)
+    radii = radius.to(torch.int64)
+    return Projection(xy, conic, depth, radii, radii > 0)
+
+
 # --------------------------------------------------------------------------- host side
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _LOAD_LOCK = threading.Lock()
@@ -702,6 +963,7 @@ def rasterize(
     tile_size: int = K.TILE_SIZE,
     occluder_depth: torch.Tensor | None = None,  # [H, W]
     threads: int = 1,
+    project_in_warp: bool = True,
 ) -> RasterOutput:
     """Render one camera with autograd; outputs as :func:`bench.render.torch_raster.rasterize`.
 
@@ -714,6 +976,8 @@ def rasterize(
         tile_size: Tile side in pixels (<= 32).
         occluder_depth: Per-pixel depth of an opaque surface (inf = none).
         threads: CPU threads for the tile kernels (results do not depend on it).
+        project_in_warp: Pinhole projection in Warp kernels (False: torch autograd, as
+            fisheye cameras always are).
 
     Returns:
         A :class:`bench.render.torch_raster.RasterOutput`.
@@ -728,7 +992,10 @@ def rasterize(
     width, height = camera.width, camera.height
     degree = resolve_sh_degree(_STORED_DEGREE[sh_rest.shape[1]], sh_degree)
     bg = _as_background(background, means.dtype, means.device)
-    proj = project(means, quats, log_scales, camera)
+    if camera.model == "pinhole" and project_in_warp:
+        proj = project_pinhole(means, quats, log_scales, camera)
+    else:
+        proj = project(means, quats, log_scales, camera)
     means2d = proj.means2d
     if means2d.requires_grad:
         means2d.retain_grad()
