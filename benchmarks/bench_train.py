@@ -107,15 +107,19 @@ def main() -> None:
     parser.add_argument("--csv", default=None, help="also write the table as CSV here")
     args = parser.parse_args()
     iters = {"warp": args.iters, "torch": args.torch_iters}
-    rows = [measure(s, g, t, iters, args.rounds)
-            for s in args.sizes for g in args.gaussians for t in args.threads]
     print(f"torch {torch.__version__}; {args.rounds} alternating rounds of {args.iters} Warp / "
           f"{args.torch_iters} torch iterations per cell; SH degree 0, densification off")
     print("| image | Gaussians | threads | warp it/s | torch it/s | speed-up |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['size']}x{r['size']} | {r['gaussians']:,} | {r['threads']} | "
-              f"{r['warp_its']:.2f} | {r['torch_its']:.2f} | {r['speedup']:.1f}x |")
+    print("|---|---|---|---|---|---|", flush=True)
+    rows = []
+    for s in args.sizes:
+        for g in args.gaussians:
+            for t in args.threads:
+                r = measure(s, g, t, iters, args.rounds)
+                rows.append(r)
+                print(f"| {r['size']}x{r['size']} | {r['gaussians']:,} | {r['threads']} | "
+                      f"{r['warp_its']:.2f} | {r['torch_its']:.2f} | {r['speedup']:.1f}x |",
+                      flush=True)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))

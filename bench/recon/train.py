@@ -341,9 +341,9 @@ def photometric_loss(render, target, *, ssim_lambda: float = 0.2):  # [H, W, 3] 
 def _make_params(splats: GaussianSplats, device: str):
     import torch
 
-    def p(a):
-        return torch.nn.Parameter(torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float32,
-                                                  device=device))
+    def p(a):  # a copy: the optimizer updates it in place, the caller's init stays intact
+        return torch.nn.Parameter(torch.tensor(np.ascontiguousarray(a), dtype=torch.float32,
+                                               device=device))
 
     return torch.nn.ParameterDict({
         "means": p(splats.means),
