@@ -36,9 +36,10 @@ What a user of gsplat's ``simple_trainer`` gets here:
   but not bit-identical.
 
 The CPU path renders with :func:`bench.render.warp_grad.rasterize` (``raster="warp"``:
-projection and SH in torch, tile compositing forward and backward in Warp CPU kernels;
-docs/cpu-trainer.md) or, with ``raster="torch"``, the pure-torch reference
-:func:`bench.render.torch_raster.rasterize` (see ``benchmarks/bench_train.py``). Held-out test views are rendered every
+pinhole projection and tile compositing forward and backward in Warp CPU kernels, SH in
+torch; docs/cpu-trainer.md) or, with ``raster="torch"``, the pure-torch reference
+:func:`bench.render.torch_raster.rasterize` (``benchmarks/bench_train.py`` times both).
+Held-out test views are rendered every
 ``eval_every`` iterations and their L1 and PSNR logged; they are never trained on.
 """
 

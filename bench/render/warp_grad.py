@@ -1,12 +1,16 @@
-"""Differentiable CPU rasterizer: torch projection + SH, Warp tile compositing forward/backward.
+"""Differentiable CPU rasterizer: Warp kernels with hand-written reverse mode, torch around them.
 
-The split (measured in ``benchmarks/bench_train.py``): the per-Gaussian work (EWA
-projection, SH colour, sigmoid) stays in torch -- :func:`bench.render.torch_raster.project`
-and :func:`~bench.render.torch_raster.gaussian_colors`, so autograd carries gradients to
-``means``, ``quats``, ``log_scales``, ``opacity_logits``, ``sh_dc`` and ``sh_rest`` -- and
-the per-pixel work, where the time goes, runs in Warp kernels compiled for device
-``"cpu"`` behind one :class:`torch.autograd.Function` (:class:`WarpComposite`):
+The split (measured in ``benchmarks/bench_train.py``; see docs/cpu-trainer.md): pinhole EWA
+projection in Warp (:class:`WarpProjectPinhole`, forward and reverse mode; fisheye cameras
+use :func:`bench.render.torch_raster.project` under torch autograd), SH colour and sigmoid
+opacity in torch (:func:`~bench.render.torch_raster.gaussian_colors`), and the per-pixel
+work, where the time goes, in Warp kernels compiled for device ``"cpu"`` behind one
+:class:`torch.autograd.Function` (:class:`WarpComposite`). Gradients reach ``means``,
+``quats``, ``log_scales``, ``opacity_logits``, ``sh_dc`` and ``sh_rest``. The compositing:
 
+0. ``_prep_kernel`` (one thread per visible Gaussian, after Warp's stable radix sort by
+   depth): tile rectangle (radius square cut to the tiles with alpha >= ALPHA_MIN pixels)
+   and the half-extents of that ellipse.
 1. ``_bin_kernel`` (serial): counting sort of (tile, Gaussian) pairs by tile, stable, so
    each tile's list stays in depth order; it also records, per Gaussian, the list slots
    it occupies (in tile order) for the gradient reduction.
@@ -968,8 +972,12 @@ def rasterize(
     """Render one camera with autograd; outputs as :func:`bench.render.torch_raster.rasterize`.
 
     Args:
-        means, quats, log_scales, opacity_logits, sh_dc, sh_rest: Gaussian parameters
-            (float32 CPU tensors; gradients flow to all of them).
+        means: Centres (float32 CPU tensors here and below; gradients flow to all six).
+        quats: (w, x, y, z) rotations, any norm.
+        log_scales: Log standard deviations.
+        opacity_logits: Opacities before the sigmoid.
+        sh_dc: SH DC coefficients.
+        sh_rest: Higher SH coefficients (0, 3, 8 or 15 per channel).
         camera: Pinhole or fisheye (direct Kannala-Brandt model) camera.
         background: RGB blended behind the Gaussians.
         sh_degree: Active SH degree (None: the stored degree).
@@ -1007,8 +1015,8 @@ def rasterize(
     occ = None
     if occluder_depth is not None:
         occ = torch.as_tensor(occluder_depth, dtype=torch.float32).reshape(-1).contiguous()
-    acc_c, acc_d, trans = WarpComposite.apply(means2d, proj.conics, opac, proj.depths, colors, tiles,
-                                              _valid_pixels(camera), occ, threads)
+    acc_c, acc_d, trans = WarpComposite.apply(means2d, proj.conics, opac, proj.depths, colors,
+                                              tiles, _valid_pixels(camera), occ, threads)
     alpha_img = 1.0 - trans
     rgb = acc_c + trans[..., None] * bg
     has = alpha_img > 0

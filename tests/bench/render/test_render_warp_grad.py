@@ -116,7 +116,7 @@ def test_gradients_match_central_finite_differences(camera_name):
         direction = rng.normal(size=params[name].shape)
         analytic = float((got[name] * torch.tensor(direction)).sum())
 
-        def loss_at(step):
+        def loss_at(step, name=name, direction=direction):
             moved = {**params, name: params[name] + step * direction}
             t = {k: torch.tensor(v, dtype=torch.float64) for k, v in moved.items()}
             with torch.no_grad():
