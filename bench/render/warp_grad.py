@@ -183,6 +183,38 @@ def _reduce_kernel(
             out[g, c] = out[g, c] + slot_grads[s, c]
 
 
+@wp.kernel
+def _pack_kernel(
+    order: wp.array(dtype=wp.int32),  # [M]
+    xy: wp.array(dtype=wp.vec2),  # [N]
+    conic: wp.array(dtype=wp.vec3),  # [N]
+    opacity: wp.array(dtype=float),  # [N]
+    color: wp.array(dtype=wp.vec3),  # [N]
+    depth: wp.array(dtype=float),  # [N]
+    ext: wp.array(dtype=wp.vec2),  # [M]
+    packed: wp.array2d(dtype=float),  # [M, 12] out
+):
+    """Per-rank copies in depth order: the tile loops then read memory in sequence."""
+    k = wp.tid()
+    g = order[k]
+    m = xy[g]
+    q = conic[g]
+    c = color[g]
+    e = ext[k]
+    packed[k, 0] = m[0]
+    packed[k, 1] = m[1]
+    packed[k, 2] = q[0]
+    packed[k, 3] = q[1]
+    packed[k, 4] = q[2]
+    packed[k, 5] = opacity[g]
+    packed[k, 6] = c[0]
+    packed[k, 7] = c[1]
+    packed[k, 8] = c[2]
+    packed[k, 9] = depth[g]
+    packed[k, 10] = e[0]
+    packed[k, 11] = e[1]
+
+
 # --------------------------------------------------------------------------- tile snippets
 # Shared by both snippets: tile bounds, the Gaussian's alpha >= ALPHA_MIN pixel rectangle,
 # and the per-lane alpha (Cephes' single-precision exp, written out so clang vectorises it;
@@ -202,20 +234,18 @@ _TILE_SETUP = """
 """
 _GAUSSIAN_RECT = """
         const int rank = isect.data[n];
-        const wp::vec2 e = ext.data[rank];
-        if (e[0] < 0.0f) SKIP;
-        const int k = order.data[rank];
-        const wp::vec2 m = xy.data[k];
-        const int cx0 = wp::max(px0, (int)wp::floor(m[0] - e[0] - 0.5f));
-        const int cx1 = wp::min(px1, (int)wp::floor(m[0] + e[0] - 0.5f) + 1);
-        const int cy0 = wp::max(py0, (int)wp::floor(m[1] - e[1] - 0.5f));
-        const int cy1 = wp::min(py1, (int)wp::floor(m[1] + e[1] - 0.5f) + 1);
+        const float* __restrict P = packed.data + (size_t)rank * 12;
+        const float e0 = P[10], e1 = P[11];
+        if (e0 < 0.0f) SKIP;
+        const wp::vec2 m = wp::vec2(P[0], P[1]);
+        const int cx0 = wp::max(px0, (int)wp::floor(m[0] - e0 - 0.5f));
+        const int cx1 = wp::min(px1, (int)wp::floor(m[0] + e0 - 0.5f) + 1);
+        const int cy0 = wp::max(py0, (int)wp::floor(m[1] - e1 - 0.5f));
+        const int cy1 = wp::min(py1, (int)wp::floor(m[1] + e1 - 0.5f) + 1);
         if (cx0 >= cx1 || cy0 >= cy1) SKIP;
-        const wp::vec3 q = conic.data[k];
-        const float q0 = q[0], q1 = q[1], q2 = q[2];
-        const float o = opacity.data[k];
-        const wp::vec3 col = color.data[k];
-        const float cr = col[0], cg = col[1], cb = col[2], cz = depth.data[k];
+        const float q0 = P[2], q1 = P[3], q2 = P[4];
+        const float o = P[5];
+        const float cr = P[6], cg = P[7], cb = P[8], cz = P[9];
         const int rx0 = cx0 - px0;
         const int rx1 = cx1 - px0;
 """
@@ -244,9 +274,8 @@ _FORWARD_SNIPPET = _TILE_SETUP + """
     float T[TS * TS];  // transmittance; negated (-T) once the pixel is done
     float A0[TS * TS], A1[TS * TS], A2[TS * TS], A3[TS * TS];
     int LAST[TS * TS];
-    float no_occluder[TS];
+    float OCC[TS * TS];  // occluder depth of the tile's pixels (inf: none / outside)
     int row_left[TS];
-    for (int l = 0; l < TS; ++l) no_occluder[l] = INFINITY;
     int remaining = 0;
     for (int r = 0; r < th; ++r) {
         int left = 0;
@@ -255,6 +284,8 @@ _FORWARD_SNIPPET = _TILE_SETUP + """
             const int j = r * TS + l;
             A0[j] = 0.0f; A1[j] = 0.0f; A2[j] = 0.0f; A3[j] = 0.0f;
             LAST[j] = -1;
+            OCC[j] = (use_occluder && l < tw) ? occluder.data[(py0 + r) * width + px0 + l]
+                                              : INFINITY;
             const bool open = l < tw && vrow[l] != 0;
             T[j] = open ? 1.0f : -1.0f;
             left += open;
@@ -268,7 +299,7 @@ _FORWARD_SNIPPET = _TILE_SETUP + """
             const int r = py - py0;
             if (row_left[r] == 0) continue;
             const float dy = m[1] - ((float)py + 0.5f);
-            const float* occ = use_occluder ? occluder.data + py * width + px0 : no_occluder;
+            const float* occ = OCC + r * TS;
             float* __restrict Tr = T + r * TS;
             float* __restrict a0 = A0 + r * TS;
             float* __restrict a1 = A1 + r * TS;
@@ -294,10 +325,10 @@ _FORWARD_SNIPPET = _TILE_SETUP + """
                 return (int)stop;
             };
             int stops = 0;
-            if (tw == 16) {  // the usual full 16-pixel tile row: a constant trip count
-                for (int l = 0; l < 16; ++l) stops += blend(l);
-            } else {
-                for (int l = 0; l < tw; ++l) stops += blend(l);
+            // 8-lane chunks (constant trip count, vectorised) covering [rx0, rx1); the lanes
+            // outside it are masked. rx1 <= tw <= TS and chunks start at multiples of 8.
+            for (int l0 = rx0 & ~7; l0 < rx1; l0 += 8) {
+                for (int l = l0; l < l0 + 8; ++l) stops += blend(l);
             }
             row_left[r] -= stops;
             remaining -= stops;
@@ -385,10 +416,8 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
                 SW[j] = hit ? sw : SW[j];
                 T[j] = hit ? t * one_minus : t;
             };
-            if (tw == 16) {
-                for (int l = 0; l < 16; ++l) lane(l);
-            } else {
-                for (int l = 0; l < tw; ++l) lane(l);
+            for (int l0 = rx0 & ~7; l0 < rx1; l0 += 8) {  // as in the forward pass
+                for (int l = l0; l < l0 + 8; ++l) lane(l);
             }
         }
         for (int c = 0; c < 10; ++c) {
@@ -407,13 +436,7 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
 def _forward_tile(
     tile_start: wp.array(dtype=wp.int32),
     isect: wp.array(dtype=wp.int32),
-    order: wp.array(dtype=wp.int32),
-    xy: wp.array(dtype=wp.vec2),
-    conic: wp.array(dtype=wp.vec3),
-    opacity: wp.array(dtype=float),
-    depth: wp.array(dtype=float),
-    color: wp.array(dtype=wp.vec3),
-    ext: wp.array(dtype=wp.vec2),
+    packed: wp.array2d(dtype=float),
     width: int,
     height: int,
     tile_size: int,
@@ -435,13 +458,7 @@ def _forward_tile(
 def _forward_tile_kernel(
     tile_start: wp.array(dtype=wp.int32),  # [tiles + 1]
     isect: wp.array(dtype=wp.int32),  # [total] ranks, grouped by tile, depth order inside
-    order: wp.array(dtype=wp.int32),  # [M] Gaussian index per rank
-    xy: wp.array(dtype=wp.vec2),  # [N]
-    conic: wp.array(dtype=wp.vec3),  # [N]
-    opacity: wp.array(dtype=float),  # [N]
-    depth: wp.array(dtype=float),  # [N]
-    color: wp.array(dtype=wp.vec3),  # [N]
-    ext: wp.array(dtype=wp.vec2),  # [M] half-extents of alpha >= ALPHA_MIN (-1: none)
+    packed: wp.array2d(dtype=float),  # [M, 12] per rank, see _pack_kernel
     width: int,
     height: int,
     tile_size: int,
@@ -456,7 +473,7 @@ def _forward_tile_kernel(
     tile_offset: int,
     tile_stride: int,
 ):
-    _forward_tile(tile_start, isect, order, xy, conic, opacity, depth, color, ext, width, height,
+    _forward_tile(tile_start, isect, packed, width, height,
                   tile_size, tiles_x, valid, occluder, use_occluder, out_c, out_d, out_t,
                   out_last, tile_offset, tile_stride, wp.tid())
 
@@ -465,13 +482,7 @@ def _forward_tile_kernel(
 def _backward_tile(
     tile_start: wp.array(dtype=wp.int32),
     isect: wp.array(dtype=wp.int32),
-    order: wp.array(dtype=wp.int32),
-    xy: wp.array(dtype=wp.vec2),
-    conic: wp.array(dtype=wp.vec3),
-    opacity: wp.array(dtype=float),
-    depth: wp.array(dtype=float),
-    color: wp.array(dtype=wp.vec3),
-    ext: wp.array(dtype=wp.vec2),
+    packed: wp.array2d(dtype=float),
     width: int,
     height: int,
     tile_size: int,
@@ -494,13 +505,7 @@ def _backward_tile(
 def _backward_tile_kernel(
     tile_start: wp.array(dtype=wp.int32),
     isect: wp.array(dtype=wp.int32),
-    order: wp.array(dtype=wp.int32),
-    xy: wp.array(dtype=wp.vec2),
-    conic: wp.array(dtype=wp.vec3),
-    opacity: wp.array(dtype=float),
-    depth: wp.array(dtype=float),
-    color: wp.array(dtype=wp.vec3),
-    ext: wp.array(dtype=wp.vec2),
+    packed: wp.array2d(dtype=float),
     width: int,
     height: int,
     tile_size: int,
@@ -516,7 +521,7 @@ def _backward_tile_kernel(
     tile_offset: int,
     tile_stride: int,
 ):
-    _backward_tile(tile_start, isect, order, xy, conic, opacity, depth, color, ext, width, height,
+    _backward_tile(tile_start, isect, packed, width, height,
                    tile_size, tiles_x, fin_c, fin_d, fin_t, fin_last, grad_c, grad_d, grad_t,
                    slot_grads, tile_offset, tile_stride, wp.tid())
 
@@ -894,19 +899,20 @@ class WarpComposite(torch.autograd.Function):
         use_occ = occluder is not None
         occ = occluder if use_occ else torch.empty(1)
         ins = [t.detach().contiguous() for t in (xy, conic, opac, depth, color)]
+        packed = _pack(tiles, ins)
         _launch_tiles(_forward_tile_kernel, tiles.num_tiles, [
-            *_tile_inputs(tiles, ins), _wp(valid, wp.int32), _wp(occ, float), int(use_occ),
+            *_tile_inputs(tiles, packed), _wp(valid, wp.int32), _wp(occ, float), int(use_occ),
             _wp(out_c, wp.vec3), _wp(out_d, float), _wp(out_t, float),
             _wp(out_last, wp.int32)], threads)
         ctx.tiles, ctx.threads = tiles, threads
-        ctx.save_for_backward(*ins, out_c, out_d, out_t, out_last)
+        ctx.num = len(xy)
+        ctx.save_for_backward(packed, out_c, out_d, out_t, out_last)
         return out_c.reshape(h, w, 3), out_d.reshape(h, w), out_t.reshape(h, w)
 
     @staticmethod
     def backward(ctx, grad_c, grad_d, grad_t):
         tiles: Tiles = ctx.tiles
-        saved = ctx.saved_tensors
-        ins, (fin_c, fin_d, fin_t, fin_last) = saved[:5], saved[5:]
+        packed, fin_c, fin_d, fin_t, fin_last = ctx.saved_tensors
         p = tiles.height * tiles.width
 
         def flat(g, shape):
@@ -915,10 +921,10 @@ class WarpComposite(torch.autograd.Function):
         g_c, g_d, g_t = flat(grad_c, (p, 3)), flat(grad_d, (p,)), flat(grad_t, (p,))
         slot_grads = torch.empty(max(tiles.total, 1), _GRADS)
         _launch_tiles(_backward_tile_kernel, tiles.num_tiles, [
-            *_tile_inputs(tiles, ins), _wp(fin_c, wp.vec3), _wp(fin_d, float),
+            *_tile_inputs(tiles, packed), _wp(fin_c, wp.vec3), _wp(fin_d, float),
             _wp(fin_t, float), _wp(fin_last, wp.int32), _wp(g_c, wp.vec3), _wp(g_d, float),
             _wp(g_t, float), _wp(slot_grads, float)], ctx.threads)
-        grads = torch.zeros(len(ins[0]), _GRADS)
+        grads = torch.zeros(ctx.num, _GRADS)
         if tiles.num:
             wp.launch(_reduce_kernel, dim=tiles.num, device=DEVICE, inputs=[
                 _wp(tiles.order, wp.int32), _wp(tiles.slot_start, wp.int32),
@@ -927,12 +933,20 @@ class WarpComposite(torch.autograd.Function):
                 None, None, None, None)
 
 
-def _tile_inputs(tiles: Tiles, ins: Sequence[torch.Tensor]) -> list:
+def _pack(tiles: Tiles, ins: Sequence[torch.Tensor]) -> torch.Tensor:  # -> [M, 12]
     xy, conic, opac, depth, color = ins
-    return [_wp(tiles.tile_start, wp.int32), _wp(tiles.isect, wp.int32),
-            _wp(tiles.order, wp.int32), _wp(xy, wp.vec2), _wp(conic, wp.vec3), _wp(opac, float),
-            _wp(depth, float), _wp(color, wp.vec3), _wp(tiles.ext, wp.vec2), tiles.width,
-            tiles.height, tiles.tile_size, tiles.tiles_x]
+    packed = torch.empty(max(tiles.num, 1), 12)
+    if tiles.num:
+        wp.launch(_pack_kernel, dim=tiles.num, device=DEVICE, inputs=[
+            _wp(tiles.order, wp.int32), _wp(xy, wp.vec2), _wp(conic, wp.vec3),
+            _wp(opac, float), _wp(color, wp.vec3), _wp(depth, float),
+            _wp(tiles.ext, wp.vec2), _wp(packed, float)])
+    return packed
+
+
+def _tile_inputs(tiles: Tiles, packed: torch.Tensor) -> list:
+    return [_wp(tiles.tile_start, wp.int32), _wp(tiles.isect, wp.int32), _wp(packed, float),
+            tiles.width, tiles.height, tiles.tile_size, tiles.tiles_x]
 
 
 _VALID_CACHE: dict[tuple, torch.Tensor] = {}
