@@ -246,7 +246,7 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
                    "keepouts and cameras are carried over to the output")
     p.add_argument("--name", default=None, help="scene name (default: the --out folder name)")
     p.add_argument("--backend", choices=("auto", "cpu", "gsplat"), default="auto",
-                   help="auto = gsplat when CUDA is available, else the CPU torch trainer")
+                   help="auto = gsplat when CUDA is available, else the CPU trainer (see --raster)")
     p.add_argument("--sh-degree", type=int, default=3, help="maximum SH degree 0-3 (default 3)")
     p.add_argument("--eval-every", type=int, default=100,
                    help="steps between held-out evaluations in the log (default 100)")
