@@ -1,24 +1,29 @@
-"""Speed of the CPU 3DGS trainer (bench.recon.train, torch_raster backend).
+"""Speed of the CPU 3DGS trainer: the Warp rasterizer vs the pure-torch one, side by side.
 
 For each image size and Gaussian count it builds a synthetic capture (12 ring views of a
-random Gaussian cloud, bench.recon.synthetic), then measures
+random Gaussian cloud, :mod:`bench.recon.synthetic`, initialised from its noisy seed) and
+times full training iterations (render + 0.8 L1 + 0.2 D-SSIM loss + backward + Adam)
+through the public :func:`bench.recon.train.train` with densification off, for
 
-- ``train it/s``: full training iterations (render + L1/D-SSIM loss + backward + Adam)
-  through the public ``bench.recon.train.train`` with densification off, and
-- ``render-only it/s``: the forward pass alone (``torch_raster.rasterize`` under no_grad),
-  the obvious lower bound a training step cannot beat, and
-- the same two for the plain dense per-tile path (``rasterize(..., dense_tiles=True)``,
-  the rasterizer's reference and its implementation before the pruned block path): a
-  training step there is timed as render + the trainer's loss + backward + Adam,
+- ``raster="warp"`` (:mod:`bench.render.warp_grad`: torch projection + SH, Warp tile
+  compositing forward and backward; the default) and
+- ``raster="torch"`` (:mod:`bench.render.torch_raster`, the pruned block path; the
+  reference and fallback),
 
-on one torch thread by default. Run:
+at each ``--threads`` count (torch threads = Warp tile threads). The two rasterizers are
+timed in alternating rounds of the same run so that load from other processes hits both;
+quote the ratio. ``--recon`` also times a whole reconstruction: 3,000 iterations (default
+densification, SH degree 1) of a 128 x 128 synthetic capture seeded with 40,000 points (the
+size of ``bench scene sample``'s room), Warp path, and the torch path's first iterations.
 
-    .venv/bin/python benchmarks/bench_train.py --sizes 64 128 --gaussians 10000 50000
+    .venv/bin/python benchmarks/bench_train.py --sizes 64 128 256 \\
+        --gaussians 10000 50000 200000 --threads 1 2 --recon --csv train_speed.csv
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import tempfile
 import time
 
@@ -27,77 +32,64 @@ import torch
 
 from bench.recon.capture import CaptureManifest
 from bench.recon.synthetic import make_synthetic_capture
-from bench.recon.train import (
-    ImageCache,
-    TrainConfig,
-    _make_optimizers,
-    _make_params,
-    load_seed,
-    photometric_loss,
-    scene_scale,
-    train,
-)
-from bench.render.torch_raster import rasterize
+from bench.recon.train import TrainConfig, load_seed, train
+
+RASTERS = ("warp", "torch")
 
 
-def dense_train_seconds(manifest, init, cfg: TrainConfig, iters: int) -> float:
-    """Seconds per training step (render + loss + backward + Adam) on the dense tile path."""
-    params = _make_params(init, "cpu")
-    optimizers = _make_optimizers(params, cfg, scene_scale(manifest.views))
-    images = ImageCache(manifest, manifest.views)
-
-    def step(i: int) -> None:
-        index = i % len(manifest.views)
-        out = rasterize(params["means"], params["quats"], params["scales"], params["opacities"],
-                        params["sh0"][:, 0, :], params["shN"], manifest.views[index].camera,
-                        sh_degree=0, dense_tiles=True)
-        loss, _, _ = photometric_loss(out.rgb, images.get(index, "cpu"))
-        loss.backward()
-        for optimizer in optimizers.values():
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-    was_deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)  # as train() does
-    try:
-        step(0)
-        start = time.perf_counter()
-        for i in range(iters):
-            step(i)
-        return (time.perf_counter() - start) / iters
-    finally:
-        torch.use_deterministic_algorithms(was_deterministic)
+def seconds_per_iteration(manifest, init, *, raster: str, threads: int, iters: int) -> float:
+    """Wall seconds per training iteration (densification off, no evaluation)."""
+    cfg = TrainConfig(iters=iters, densify=False, threads=threads, eval_every=10**9,
+                      raster=raster, sh_degree=0)
+    start = time.perf_counter()
+    train(manifest, config=cfg, init=init)
+    return (time.perf_counter() - start) / iters
 
 
-def measure(size: int, gaussians: int, iters: int, threads: int) -> dict:
+def measure(size: int, gaussians: int, threads: int, iters: dict[str, int],
+            rounds: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cap = make_synthetic_capture(tmp, size=size, num_views=12, num_test=0,
                                      num_gaussians=gaussians, seed=0)
         manifest = CaptureManifest.load(cap.manifest_path)
-        cfg = TrainConfig(iters=iters, densify=False, threads=threads, eval_every=10**9)
-        init = load_seed(cap.seed_path, config=cfg)
-        train(manifest, config=TrainConfig(iters=2, densify=False, threads=threads), init=init)
-        start = time.perf_counter()
-        train(manifest, config=cfg, init=init)
-        train_s = (time.perf_counter() - start) / iters
+        init = load_seed(cap.seed_path, config=TrainConfig(sh_degree=0))
+        for raster in RASTERS:  # warm-up: kernel compilation, allocator, caches
+            seconds_per_iteration(manifest, init, raster=raster, threads=threads, iters=1)
+        total = dict.fromkeys(RASTERS, 0.0)
+        for _ in range(rounds):  # alternate so that outside load hits both alike
+            for raster in RASTERS:
+                total[raster] += seconds_per_iteration(manifest, init, raster=raster,
+                                                       threads=threads, iters=iters[raster])
+    row = {"size": size, "gaussians": gaussians, "threads": threads}
+    for raster in RASTERS:
+        row[f"{raster}_its"] = rounds / total[raster]
+    row["speedup"] = row["warp_its"] / row["torch_its"]
+    return row
 
-        torch.set_num_threads(threads)
-        t = {k: torch.as_tensor(v) for k, v in {
-            "means": init.means, "quats": init.quats, "scales": init.log_scales,
-            "opac": init.opacity_logits, "dc": init.sh_dc, "rest": init.sh_rest}.items()}
-        cams = [v.camera for v in manifest.views]
-        render_s = {}
-        for dense in (False, True):
+
+def reconstruction(threads: int, torch_iters: int) -> dict:
+    """3,000-iteration reconstruction at demo size (Warp) + the torch path's first steps."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cap = make_synthetic_capture(tmp, size=128, num_views=24, num_test=4,
+                                     num_gaussians=40_000, seed=0)
+        manifest = CaptureManifest.load(cap.manifest_path)
+        cfg = TrainConfig(iters=3000, sh_degree=1, threads=threads, eval_every=1000)
+        init = load_seed(cap.seed_path, config=cfg)
+        start = time.perf_counter()
+        result = train(manifest, config=cfg, init=init)
+        warp_s = time.perf_counter() - start
+        spent = []  # both runs evaluate the test views at the start and the end: difference
+        for n in (1, 1 + torch_iters):
+            probe = TrainConfig(iters=n, sh_degree=1, threads=threads, eval_every=10**9,
+                                raster="torch")
             start = time.perf_counter()
-            with torch.no_grad():
-                for i in range(iters):
-                    rasterize(t["means"], t["quats"], t["scales"], t["opac"], t["dc"],
-                              t["rest"], cams[i % len(cams)], dense_tiles=dense)
-            render_s[dense] = (time.perf_counter() - start) / iters
-        dense_s = dense_train_seconds(manifest, init, cfg, iters)
-    return {"size": size, "gaussians": gaussians, "train_its": 1.0 / train_s,
-            "render_its": 1.0 / render_s[False], "dense_train_its": 1.0 / dense_s,
-            "dense_render_its": 1.0 / render_s[True]}
+            train(manifest, config=probe, init=init)
+            spent.append(time.perf_counter() - start)
+        torch_s = (spent[1] - spent[0]) / torch_iters
+    return {"warp_seconds": warp_s, "psnr_0": result.log[0]["test_psnr"],
+            "psnr_final": result.log[-1]["test_psnr"],
+            "gaussians_final": result.log[-1]["num_gaussians"],
+            "torch_seconds_per_it": torch_s, "torch_estimate_s": 3000 * torch_s}
 
 
 def main() -> None:
@@ -106,19 +98,45 @@ def main() -> None:
                         help="image widths = heights in pixels")
     parser.add_argument("--gaussians", type=int, nargs="+", default=[10_000, 50_000],
                         help="Gaussian counts")
-    parser.add_argument("--iters", type=int, default=10, help="timed iterations per setting")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                        help="thread counts (torch and Warp tile kernels)")
+    parser.add_argument("--iters", type=int, default=20,
+                        help="timed Warp iterations per round")
+    parser.add_argument("--torch-iters", type=int, default=5,
+                        help="timed torch iterations per round")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    parser.add_argument("--recon", action="store_true",
+                        help="also time a 3,000-iteration 128 px / 40k-point reconstruction")
+    parser.add_argument("--csv", default=None, help="also write the table as CSV here")
     args = parser.parse_args()
-    rows = [measure(s, g, args.iters, args.threads) for s in args.sizes for g in args.gaussians]
-    print(f"torch {torch.__version__}, {args.threads} thread(s), {args.iters} timed iterations")
-    print("| image | Gaussians | train it/s | render-only it/s | dense tiles: train it/s | "
-          "dense tiles: render-only it/s | train speed-up |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['size']}x{r['size']} | {r['gaussians']:,} | {r['train_its']:.2f} | "
-              f"{r['render_its']:.2f} | {r['dense_train_its']:.2f} | "
-              f"{r['dense_render_its']:.2f} | {r['train_its'] / r['dense_train_its']:.1f}x |")
-    np.testing.assert_array_less(0, [r["train_its"] for r in rows])
+    iters = {"warp": args.iters, "torch": args.torch_iters}
+    print(f"torch {torch.__version__}; {args.rounds} alternating rounds of {args.iters} Warp / "
+          f"{args.torch_iters} torch iterations per cell; SH degree 0, densification off")
+    print("| image | Gaussians | threads | warp it/s | torch it/s | speed-up |")
+    print("|---|---|---|---|---|---|", flush=True)
+    rows = []
+    for s in args.sizes:
+        for g in args.gaussians:
+            for t in args.threads:
+                r = measure(s, g, t, iters, args.rounds)
+                rows.append(r)
+                print(f"| {r['size']}x{r['size']} | {r['gaussians']:,} | {r['threads']} | "
+                      f"{r['warp_its']:.2f} | {r['torch_its']:.2f} | {r['speedup']:.1f}x |",
+                      flush=True)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    if args.recon:
+        r = reconstruction(min(args.threads), args.torch_iters)
+        print(f"reconstruction, 128x128, 24 views, 40,000 seed points, SH degree 1, "
+              f"densification on, {min(args.threads)} thread(s): warp 3,000 iterations "
+              f"{r['warp_seconds']:.0f} s (held-out PSNR {r['psnr_0']:.2f} -> "
+              f"{r['psnr_final']:.2f} dB, {r['gaussians_final']:,} Gaussians); torch "
+              f"{r['torch_seconds_per_it']:.3f} s/it over its first {args.torch_iters} "
+              f"iterations -> >= {r['torch_estimate_s']:.0f} s for 3,000")
+    np.testing.assert_array_less(0, [r["warp_its"] for r in rows])
 
 
 if __name__ == "__main__":

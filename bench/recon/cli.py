@@ -266,7 +266,7 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
                    "keepouts and cameras are carried over to the output")
     p.add_argument("--name", default=None, help="scene name (default: the --out folder name)")
     p.add_argument("--backend", choices=("auto", "cpu", "gsplat"), default="auto",
-                   help="auto = gsplat when CUDA is available, else the CPU torch trainer")
+                   help="auto = gsplat when CUDA is available, else the CPU trainer (see --raster)")
     p.add_argument("--sh-degree", type=int, default=3, help="maximum SH degree 0-3 (default 3)")
     p.add_argument("--eval-every", type=int, default=100,
                    help="steps between held-out evaluations in the log (default 100)")
@@ -279,6 +279,9 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
                    "sized for the CPU trainer; gsplat's simple_trainer uses 100000)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; fix it for bit-exact reruns)")
+    p.add_argument("--raster", default=None,
+                   help="CPU rasterizer: warp (Warp tile kernels with a backward pass; default) "
+                   "or torch (the pure-torch reference, ~10x slower); TrainConfig.raster")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_train)
@@ -296,6 +299,7 @@ def _run_train(args: argparse.Namespace) -> int:
         eval_every=args.eval_every, densify=not args.no_densify,
         max_gaussians=args.max_gaussians, random_init_points=args.random_init_points,
         threads=args.threads,
+        **({} if args.raster is None else {"raster": args.raster}),
     )
     config.validate()
     if args.max_gaussians < 1 or args.random_init_points < 2:

@@ -35,9 +35,11 @@ What a user of gsplat's ``simple_trainer`` gets here:
   ``torch.manual_seed(seed)`` seeds gsplat's split sampling; GPU atomics make runs close
   but not bit-identical.
 
-The CPU path renders with :func:`bench.render.torch_raster.rasterize` (a differentiable
-pure-torch tile rasterizer); it is practical for <= 50k Gaussians and <= 128 x 128 images
-(see ``benchmarks/bench_train.py``). Held-out test views are rendered every
+The CPU path renders with :func:`bench.render.warp_grad.rasterize` (``raster="warp"``:
+pinhole projection and tile compositing forward and backward in Warp CPU kernels, SH in
+torch; docs/cpu-trainer.md) or, with ``raster="torch"``, the pure-torch reference
+:func:`bench.render.torch_raster.rasterize` (``benchmarks/bench_train.py`` times both).
+Held-out test views are rendered every
 ``eval_every`` iterations and their L1 and PSNR logged; they are never trained on.
 """
 
@@ -60,6 +62,7 @@ from bench.scene.gaussians import SH_C0, SH_REST_COUNTS, GaussianSplats
 
 TOOL_ID = "train/1"
 BACKENDS = ("auto", "cpu", "gsplat")
+RASTERIZERS = ("warp", "torch")  # CPU backend: bench.render.warp_grad / bench.render.torch_raster
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,11 @@ class TrainConfig:
         random_init_points: Points of the random init (used without a seed).
         background: RGB background in [0, 1].
         eval_every: Steps between held-out evaluations (also at step 0 and at the end).
-        threads: torch CPU threads (None: leave torch's default).
+        threads: torch CPU threads (None: leave torch's default); also the threads of the
+            Warp tile kernels (None: torch's thread count). Warp results do not depend on it.
+        raster: CPU backend rasterizer: ``warp`` (:mod:`bench.render.warp_grad`, Warp tile
+            kernels with a hand-written backward pass; default) or ``torch``
+            (:mod:`bench.render.torch_raster`, the pure-torch reference, about 10x slower).
     """
 
     iters: int = 30_000
@@ -127,6 +134,7 @@ class TrainConfig:
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     eval_every: int = 100
     threads: int | None = None
+    raster: str = "warp"
 
     def validate(self) -> None:
         """Raise a BenchError naming the first bad setting and its valid range."""
@@ -144,6 +152,8 @@ class TrainConfig:
             raise BenchError(f"--eval-every must be >= 1, got {self.eval_every}")
         if self.threads is not None and self.threads < 1:
             raise BenchError(f"--threads must be >= 1, got {self.threads}")
+        if self.raster not in RASTERIZERS:
+            raise BenchError(f"raster {self.raster!r} is unknown; use one of {RASTERIZERS}")
         if len(self.background) != 3 or not all(0.0 <= c <= 1.0 for c in self.background):
             raise BenchError(f"background must be 3 values in [0, 1], got {self.background}")
 
@@ -332,9 +342,9 @@ def photometric_loss(render, target, *, ssim_lambda: float = 0.2):  # [H, W, 3] 
 def _make_params(splats: GaussianSplats, device: str):
     import torch
 
-    def p(a):
-        return torch.nn.Parameter(torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float32,
-                                                  device=device))
+    def p(a):  # a copy: the optimizer updates it in place, the caller's init stays intact
+        return torch.nn.Parameter(torch.tensor(np.ascontiguousarray(a), dtype=torch.float32,
+                                               device=device))
 
     return torch.nn.ParameterDict({
         "means": p(splats.means),
@@ -381,12 +391,19 @@ def _splats_from_params(params) -> GaussianSplats:
 
 
 # --------------------------------------------------------------------------- renderers
-def _render_cpu(params, camera, sh_degree: int, background) -> tuple[Any, dict[str, Any]]:
-    from bench.render.torch_raster import rasterize
+def _render_cpu(params, camera, sh_degree: int, background, *, raster: str = "torch",
+                threads: int = 1) -> tuple[Any, dict[str, Any]]:
+    args = (params["means"], params["quats"], params["scales"], params["opacities"],
+            params["sh0"][:, 0, :], params["shN"], camera)
+    if raster == "warp":
+        from bench.render.warp_grad import rasterize as warp_rasterize
 
-    out = rasterize(params["means"], params["quats"], params["scales"], params["opacities"],
-                    params["sh0"][:, 0, :], params["shN"], camera, background=background,
-                    sh_degree=sh_degree)
+        out = warp_rasterize(*args, background=background, sh_degree=sh_degree,
+                             threads=threads)
+    else:
+        from bench.render.torch_raster import rasterize
+
+        out = rasterize(*args, background=background, sh_degree=sh_degree)
     info = {"means2d": out.means2d, "radii": out.radii, "width": camera.width,
             "height": camera.height, "n_cameras": 1}
     return out.rgb, info
@@ -526,7 +543,13 @@ def _make_strategy(backend: str, config: TrainConfig, params, optimizers, genera
                                    prune_scale3d=config.prune_scale3d)
         strategy.check_sanity(params, optimizers)
         return strategy, _render_gsplat
-    return SimpleDensifier(config, generator=generator), _render_cpu
+    import functools
+
+    import torch
+
+    threads = config.threads if config.threads is not None else torch.get_num_threads()
+    return SimpleDensifier(config, generator=generator), functools.partial(
+        _render_cpu, raster=config.raster, threads=threads)
 
 
 def evaluate_views(params, render, views: Sequence[View], images: ImageCache, *,
