@@ -309,16 +309,7 @@ def render_runs(
     from bench.render.output import RenderOutput
 
     width, height = camera.width, camera.height
-    img = arr.image_buffers(width, height, tile_size)
-    if camera.model == "fisheye":
-        key = (camera.fx, camera.fy, camera.cx, camera.cy, camera.distortion, camera.max_theta)
-        if img.valid_key != key:
-            _, valid = camera.pixel_rays()
-            img.valid.assign(valid.reshape(-1).astype(np.int32))
-            img.valid_np, img.valid_key = valid, key
-    elif img.valid_key is not None:
-        img.valid.fill_(1)
-        img.valid_np, img.valid_key = np.ones((height, width), bool), None
+    img = wb.frame_buffers(arr, camera, tile_size)
     view = camera.camera_from_world.astype(np.float32)
     shared = [
         degree, wp.mat33(view[:3, :3]), wp.vec3(view[:3, 3]),

@@ -443,6 +443,25 @@ _NATIVE_RASTER = True  # False: the plain Warp-language _raster_kernel (tests co
 # plus a margin, so the alpha test rejects them too (and evaluating them is cheaper than
 # the sqrt). The float operations and their order are those of _raster_kernel; exp is
 # Cephes' single-precision polynomial (within ~1 ulp of expf), written out so it vectorises.
+#: ``ex = exp(-power)`` for one lane (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, 2^n from
+#: the bits; within ~1 ulp of expf, written out so clang vectorises it). One text for the
+#: forward snippet below and the training kernels of bench.render.warp_grad, so forward and
+#: backward evaluate alpha with identical float operations.
+LANE_EXP_NEG_POWER = """                const float x = wp::min(wp::max(-power, -87.0f), 0.0f);
+                const float fn = wp::floor(x * 1.44269504088896341f + 0.5f);
+                float rr = x - fn * 0.693359375f;
+                rr = rr - fn * -2.12194440e-4f;
+                float pe = 1.9875691500e-4f;
+                pe = pe * rr + 1.3981999507e-3f;
+                pe = pe * rr + 8.3334519073e-3f;
+                pe = pe * rr + 4.1665795894e-2f;
+                pe = pe * rr + 1.6666665459e-1f;
+                pe = pe * rr + 5.0000001201e-1f;
+                const int bits = ((int)fn + 127) << 23;
+                float scale;
+                __builtin_memcpy(&scale, &bits, 4);
+                const float ex = (pe * (rr * rr) + rr + 1.0f) * scale;
+"""
 _RASTER_TILE_SNIPPET = """
     const int TS = 32;
     float T[TS * TS];  // transmittance; negated (-T) once the pixel is done
@@ -505,21 +524,8 @@ _RASTER_TILE_SNIPPET = """
                 const bool hidden = open & (cz >= occ[l]);
                 const float dx = m[0] - ((float)(px0 + l) + 0.5f);
                 const float power = 0.5f * (q0 * dx * dx + q2 * dy * dy) + q1 * dx * dy;
-                // exp(-power), Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, 2^n from the bits.
-                const float x = wp::min(wp::max(-power, -87.0f), 0.0f);
-                const float fn = wp::floor(x * 1.44269504088896341f + 0.5f);
-                float rr = x - fn * 0.693359375f;
-                rr = rr - fn * -2.12194440e-4f;
-                float pe = 1.9875691500e-4f;
-                pe = pe * rr + 1.3981999507e-3f;
-                pe = pe * rr + 8.3334519073e-3f;
-                pe = pe * rr + 4.1665795894e-2f;
-                pe = pe * rr + 1.6666665459e-1f;
-                pe = pe * rr + 5.0000001201e-1f;
-                const int bits = ((int)fn + 127) << 23;
-                float scale;
-                __builtin_memcpy(&scale, &bits, 4);
-                const float ex = (pe * (rr * rr) + rr + 1.0f) * scale;
+                // ex = exp(-power) (LANE_EXP_NEG_POWER)
+""" + LANE_EXP_NEG_POWER + """\
                 const float alpha = wp::min(0.99f, o * ex);
                 const float t_next = t * (1.0f - alpha);
                 const bool hit = open & !hidden & (power >= 0.0f) & (alpha >= bits_min);
@@ -697,6 +703,26 @@ def _quat_to_rotmat(q: np.ndarray) -> np.ndarray:  # [N, 4] unit (w, x, y, z) ->
     ).reshape(-1, 3, 3)
 
 
+def frame_buffers(arr: _SplatArrays, camera: Camera, tile_size: int):
+    """``arr``'s image buffers for ``camera``, with the pixel-validity mask set for its model.
+
+    The fisheye mask (pixels inside the image circle) is recomputed only when the
+    intrinsics change; a pinhole frame marks every pixel valid.
+    """
+    width, height = camera.width, camera.height
+    img = arr.image_buffers(width, height, tile_size)
+    if camera.model == "fisheye":
+        key = (camera.fx, camera.fy, camera.cx, camera.cy, camera.distortion, camera.max_theta)
+        if img.valid_key != key:
+            _, valid = camera.pixel_rays()
+            img.valid.assign(valid.reshape(-1).astype(np.int32))
+            img.valid_np, img.valid_key = valid, key
+    elif img.valid_key is not None:
+        img.valid.fill_(1)
+        img.valid_np, img.valid_key = np.ones((height, width), bool), None
+    return img
+
+
 def splat_arrays(splats: GaussianSplats) -> _SplatArrays:
     """Device arrays for ``splats``, uploaded on first use and cached with the object."""
     arrays = _CACHE.get(splats)
@@ -739,16 +765,7 @@ def render_cpu(
     if splats.num == 0:
         return RenderOutput.empty(camera, background, occluded=occluder_depth is not None)
     arr = splat_arrays(splats)
-    img = arr.image_buffers(width, height, tile_size)
-    if camera.model == "fisheye":
-        key = (camera.fx, camera.fy, camera.cx, camera.cy, camera.distortion, camera.max_theta)
-        if img.valid_key != key:
-            _, valid = camera.pixel_rays()
-            img.valid.assign(valid.reshape(-1).astype(np.int32))
-            img.valid_np, img.valid_key = valid, key
-    elif img.valid_key is not None:
-        img.valid.fill_(1)
-        img.valid_np, img.valid_key = np.ones((height, width), bool), None
+    img = frame_buffers(arr, camera, tile_size)
     view = camera.camera_from_world.astype(np.float32)
     wp.launch(
         _project_kernel, dim=arr.num, device=DEVICE,

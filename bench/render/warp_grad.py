@@ -56,7 +56,7 @@ import torch
 import warp as wp
 
 from bench.render import constants as K
-from bench.render import warp_backend  # noqa: F401 - quiet wp.init() and log level
+from bench.render import warp_backend  # quiet wp.init(); LANE_EXP_NEG_POWER
 from bench.render.output import resolve_sh_degree
 from bench.render.torch_raster import (
     _STORED_DEGREE,
@@ -252,20 +252,7 @@ _GAUSSIAN_RECT = """
 _LANE_ALPHA = """
                 const float dx = m[0] - ((float)(px0 + l) + 0.5f);
                 const float power = 0.5f * (q0 * dx * dx + q2 * dy * dy) + q1 * dx * dy;
-                const float x = wp::min(wp::max(-power, -87.0f), 0.0f);
-                const float fn = wp::floor(x * 1.44269504088896341f + 0.5f);
-                float rr = x - fn * 0.693359375f;
-                rr = rr - fn * -2.12194440e-4f;
-                float pe = 1.9875691500e-4f;
-                pe = pe * rr + 1.3981999507e-3f;
-                pe = pe * rr + 8.3334519073e-3f;
-                pe = pe * rr + 4.1665795894e-2f;
-                pe = pe * rr + 1.6666665459e-1f;
-                pe = pe * rr + 5.0000001201e-1f;
-                const int bits = ((int)fn + 127) << 23;
-                float scale;
-                __builtin_memcpy(&scale, &bits, 4);
-                const float ex = (pe * (rr * rr) + rr + 1.0f) * scale;
+""" + warp_backend.LANE_EXP_NEG_POWER + """\
                 const float raw = o * ex;
                 const float alpha = wp::min(0.99f, raw);
 """
