@@ -334,6 +334,7 @@ class StudySpec:
         """Check every preset, task, policy and metric name against its registry."""
         import bench.policies.visual  # noqa: F401 - registers the visual policies
         from bench.policies import POLICIES
+        from bench.policies.base import check_policy_task
         from bench.sim.tasks import get_task
         from metrics.registry import scorer_info
         from perturbations.registry import PERTURBATIONS
@@ -345,20 +346,15 @@ class StudySpec:
                 except ValueError as exc:
                     raise BenchError(f"condition: {exc}") from None
         for task in self.tasks:
-            runs_on = getattr(get_task(task), "policies", None)  # deformable: its own list
+            spec = get_task(task)
             for name in self.policies[task]:
                 if name in self.policy_refs:
                     from bench.policies.entry import validate_ref
 
                     validate_ref(self.policy_refs[name])
                 else:
-                    only = POLICIES.entry(name).meta.get("tasks")
-                    if only is not None and task not in only:
-                        raise BenchError(f"policy {name!r} runs on tasks {list(only)} only, not "
-                                         f"{task!r}; pick another policy for {task!r}")
-                    if runs_on is not None and name not in runs_on:
-                        raise BenchError(f"policy {name!r} cannot run on task {task!r}; use "
-                                         f"{', '.join(runs_on)} or an entry point")
+                    POLICIES.get(name)
+                    check_policy_task(name, spec)  # rope experts <-> the rope task
         for metric in self.metrics:
             scorer_info(metric)
         if self.render_backend != "auto":

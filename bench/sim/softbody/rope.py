@@ -181,6 +181,11 @@ ROPE_FIXED_FIELDS = {
 }
 
 
+def _shown(value: Any) -> str:
+    """A short form of a config value for one-line errors (dataclasses by class name)."""
+    return f"{type(value).__name__}(...)" if dataclasses.is_dataclass(value) else repr(value)
+
+
 def rope_config(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvConfig:
     """The rope's EnvConfig from ``config`` and keyword overrides; one-line ValueErrors.
 
@@ -199,8 +204,10 @@ def rope_config(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvConfi
     resolved = base.replace(task="rope", **overrides)
     for name, (value, why) in ROPE_FIXED_FIELDS.items():
         if getattr(resolved, name) != value:
+            default = "the default GraspConfig()" if name == "grasp" else repr(value)
             raise ValueError(f"{ROPE_TASK.env_id} does not support {name}="
-                             f"{getattr(resolved, name)!r} ({why}); leave {name} at {value!r}")
+                             f"{_shown(getattr(resolved, name))} ({why}); leave {name} at "
+                             f"{default}")
     return resolved
 
 
@@ -223,6 +230,9 @@ class RopeEnv(gym.Env):
         self.world = RopeWorld(self.table, physics_dt=self.config.physics_dt)
         if self.config.controller_gains != "default":  # deployment fidelity: EE gain profile
             self.world.robot.set_tracking_gains(self.world.model, self.config.controller_solref)
+        from bench.sim.camera_rig import make_rig
+
+        self.rig = make_rig(self.config, self.world.robot)  # the wrist camera (manifests)
         self.chunk_size = int(self.config.chunk_size or 32)
         self.execute = int(self.config.execute or 8)
         self.max_frames = int(self.config.max_frames or 600)
