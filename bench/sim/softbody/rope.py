@@ -512,7 +512,7 @@ class RopeExpert:
         self.config = config or RopeExpertConfig()
         self._rng = np.random.default_rng(self.seed)
 
-    def reset(self, *, seed: int | None = None) -> None:
+    def reset(self, seed: int | None = None) -> None:  # positional too (older callers)
         self.phase = 0
         self._beyond = None
         self._rng = np.random.default_rng([self.seed, 0 if seed is None else int(seed)])
