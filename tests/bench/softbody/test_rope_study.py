@@ -156,6 +156,9 @@ def test_bench_rollout_task_rope(tmp_path, scene, capsys):
     assert "rope_end_x" in header and "rope_far_end_z" in header
     config = json.loads((tmp_path / "a" / "config.json").read_text())
     assert config["task"] == "rope" and config["policy_meta"]["privileged"] is True
+    capsys.readouterr()
+    assert main(["task", "validate", "rope"]) == 2  # no rigid task file behind the rope
+    assert "deformable" in capsys.readouterr().err.strip()
     for extra, match in ((["--policy", "expert"], "'expert' cannot run on task 'rope'"),
                          (["--policy", "rope-expert", "--cameras", "yubi-dual"],
                           "does not support cameras"),
