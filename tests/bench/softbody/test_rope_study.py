@@ -60,6 +60,13 @@ def test_rope_env_refuses_unsupported_kwargs_in_one_line(scene, kwargs, match):
     assert "\n" not in str(info.value)
 
 
+def test_the_rigid_task_env_refuses_the_rope(scene):
+    import gymnasium
+
+    with pytest.raises(ValueError, match=r"make_env\('rope', scene\)"):
+        gymnasium.make(bench.sim.TASK_ENV_ID, task="rope", scene=scene)
+
+
 def test_rope_policies_are_registered_and_ranked(scene):
     from bench.policies import POLICIES, make_policy
     from bench.sim.rollout import run_episode
