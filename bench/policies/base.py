@@ -199,6 +199,28 @@ def is_privileged(name: str) -> bool:
     return bool(name in POLICIES and POLICIES.entry(name).meta.get("privileged", False))
 
 
+def check_policy_task(name: str, task: Any) -> None:
+    """Refuse a registered policy that cannot run on ``task`` (a task object); one line.
+
+    A policy entry with ``tasks`` metadata runs on those tasks only (the rope experts); a
+    task with a ``policies`` list (the deformable rope) takes only those registered
+    policies. Entry points and unknown names pass (they are checked when built).
+    """
+    if name not in POLICIES:
+        return
+    from bench.errors import BenchError
+
+    task_name = str(getattr(task, "name", task))
+    only = POLICIES.entry(name).meta.get("tasks")
+    if only is not None and task_name not in only:
+        raise BenchError(f"policy {name!r} runs on tasks {list(only)} only, not {task_name!r}; "
+                         f"pick another policy for {task_name!r}")
+    runs_on = getattr(task, "policies", None)
+    if runs_on is not None and name not in runs_on:
+        raise BenchError(f"policy {name!r} cannot run on task {task_name!r}; use one of "
+                         f"{', '.join(runs_on)} or an entry point package.module:factory")
+
+
 def make_policy(name: str, env: Any, *, seed: int = 0, **kwargs: Any) -> Policy:
     """Build policy ``name`` for ``env``: a registry name or an entry point ``"pkg.mod:factory"``.
 

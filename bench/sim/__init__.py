@@ -1,7 +1,8 @@
 """The shared simulator core: MuJoCo world + Gaussian background, Gymnasium envs, tasks, grasping.
 
 Importing this package registers the environments ``splatbench/Cup-v0``,
-``splatbench/Tape-v0`` and ``splatbench/Pen-v0`` (the shipped task files) and
+``splatbench/Tape-v0`` and ``splatbench/Pen-v0`` (the shipped task files),
+``splatbench/Rope-v0`` (the deformable rope, :mod:`bench.sim.softbody.rope`) and
 ``splatbench/Task-v0`` (any task file) with Gymnasium (MuJoCo and the renderer
 are imported only when an environment is made)::
 
@@ -51,11 +52,15 @@ import bench.sim.softbody.envs  # noqa: E402,F401 - registers splatbench/Rope-v0
 def make_env(task, scene, **kwargs):
     """``gymnasium.make`` by task name, task-file path or :class:`~bench.sim.tasks.TaskSpec`.
 
-    ``task``: "cup" / "tape" / "pen" (their own env ids), a ``.json`` / ``.toml`` task file,
+    ``task``: "cup" / "tape" / "pen" / "rope" (their own env ids; the rope's kwargs are
+    checked by :class:`bench.sim.softbody.rope.RopeEnv`), a ``.json`` / ``.toml`` task file,
     a bundle task name (``<scene>/tasks/NAME.json``) or a TaskSpec (``splatbench/Task-v0``).
     """
     if isinstance(task, str) and task.lower() in ENV_IDS:
         return gymnasium.make(ENV_IDS[task.lower()], scene=scene, **kwargs)
+    if isinstance(task, str) and task.lower() in bench.sim.softbody.envs.SOFTBODY_ENV_IDS:
+        return gymnasium.make(bench.sim.softbody.envs.SOFTBODY_ENV_IDS[task.lower()],
+                              scene=scene, **kwargs)
     from bench.sim.tasks import TaskSpec, get_task, is_task_file
 
     if not isinstance(task, TaskSpec) and not is_task_file(task):

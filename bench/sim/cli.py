@@ -33,7 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--scene", required=True, help="scene bundle directory (scene.json)")
     p.add_argument("--task", default="cup",
-                   help="task: cup, tape, pen, a task file (.json/.toml) or the name of a task "
+                   help="task: cup, tape, pen, rope (deformable; policies rope-expert, "
+                   "rope-expert-hasty), a task file (.json/.toml) or the name of a task "
                    "file in the scene bundle's tasks/ [default cup]")
     p.add_argument("--robot", default="floating-gripper",
                    help="embodiment: floating-gripper, arm6 (6-DoF arm, differential IK), a "
@@ -215,6 +216,9 @@ def run_rollout(args: argparse.Namespace) -> int:
     validate_ref(args.policy)  # "did you mean" / entry-point import errors before heavy work
     scene_dir, scene = _load_scene(args.scene)
     task = get_task(args.task, scene_root=scene_dir)
+    from bench.policies.base import check_policy_task
+
+    check_policy_task(args.policy, task)  # e.g. the rigid expert on the rope
     env = _make_env(args, task, scene)
     try:
         policy = make_policy(args.policy, env, seed=args.policy_seed,
@@ -292,6 +296,12 @@ def _make_env(args: argparse.Namespace, task, scene):
     )
 
 
+def _state_objects(task) -> list[str]:
+    """Names of the tracked objects in the state stream (the rope: its end/middle/far end)."""
+    names = getattr(task, "state_objects", None)
+    return list(names) if names is not None else [o.name for o in task.objects]
+
+
 def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
     """Roll out every condition; write videos / state streams into ``tmp`` as they finish.
 
@@ -319,7 +329,7 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
         wall += seconds
         if args.save_states:
             name = f"states/episode_{episode:04d}.csv"
-            _write_states(tmp / name, states, [o.name for o in task.objects])
+            _write_states(tmp / name, states, _state_objects(task))
             outputs[name] = tmp / name
         if args.video:
             name = f"videos/episode_{episode:04d}.{args.video_format}"

@@ -175,6 +175,10 @@ class SplatBenchEnv(gym.Env):
         self.task: TaskSpec = spec or get_task(
             self.config.task, scene_root=getattr(self.scene, "root", None)
         )
+        if not isinstance(self.task, TaskSpec):  # the deformable rope has its own env
+            raise ValueError(f"task {self.task.name!r} is not a rigid task; make it with "
+                             f"bench.sim.make_env({self.task.name!r}, scene) "
+                             f"({getattr(self.task, 'env_id', 'its own env id')})")
         self.table = TableGeometry.from_scene_table(self.scene.table)
         if self.config.background == "gaussian" and self.config.min_table_gaussians > 0:
             check_table_registration(

@@ -55,9 +55,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _task(name: str, scene_root=None):
-    from bench.sim.tasks import get_task
+    from bench.sim.tasks import get_task, is_deformable
 
-    return get_task(name, scene_root=scene_root)
+    task = get_task(name, scene_root=scene_root)
+    if is_deformable(task):  # the rope: no task file, no rigid layout to check or draw
+        from bench.errors import BenchError
+
+        raise BenchError(f"task {task.name!r} is deformable and has no task file to validate or "
+                         f"show; run it with `bench rollout --task {task.name} --policy "
+                         f"{task.policies[0]}`")
+    return task
 
 
 def _scene(path: str | None):

@@ -3,7 +3,9 @@
 Tasks are data: :mod:`bench.sim.taskfile` reads ``splatbench-task/1`` files
 (JSON or TOML) into :class:`TaskSpec`; the registry :data:`TASKS` holds the
 shipped files in ``bench/sim/task_files/`` (``cup.json``, ``tape.json``,
-``pen.json``). :func:`get_task` also takes a task-file path.
+``pen.json``) and the deformable rope (``rope``: a
+:class:`bench.sim.softbody.task.RopeTask`, entry metadata ``kind="deformable"``,
+``env_id="splatbench/Rope-v0"``). :func:`get_task` also takes a task-file path.
 
 A task names an *actor* (the object the robot moves) and a *receptacle*, places
 the receptacle at a fixed pose in the table frame, and draws the actor's
@@ -164,9 +166,22 @@ def _register_shipped() -> None:
     for path in sorted(TASK_FILES.glob("*.json")):
         task = load_task_file(path, bundle_root=None)
         TASKS.register(task.name, task, file=path.name, description=task.description)
+    # the deformable rope (issue 16): not a task file, its own env id (bench.sim.make_env)
+    from bench.sim.softbody.task import ROPE_TASK
+
+    TASKS.register(ROPE_TASK.name, ROPE_TASK, kind=ROPE_TASK.kind, env_id=ROPE_TASK.env_id,
+                   description=ROPE_TASK.description, policies=ROPE_TASK.policies)
 
 
 _register_shipped()
+
+
+def is_deformable(task: Any) -> bool:
+    """Whether ``task`` (a name or a task object) is a deformable task with its own env id."""
+    if isinstance(task, str):
+        key = task.lower()
+        return key in TASKS and TASKS.entry(key).meta.get("kind") == "deformable"
+    return getattr(task, "kind", "rigid") == "deformable"
 
 
 def is_task_file(name: str | Path) -> bool:

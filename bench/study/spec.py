@@ -52,6 +52,8 @@ CLEAN = "clean"
 DEFAULT_CONDITIONS = (CLEAN, "hole-54", "hole-90", "floaters-low", "floaters-mid",
                       "floaters-high", "warp")
 DEFAULT_POLICIES = ("visual-servo", "visual-glance")
+#: Per-task defaults where the visual policies cannot run (the deformable rope: issue 16).
+TASK_DEFAULT_POLICIES = {"rope": ("rope-expert", "rope-expert-hasty")}
 REAL_DOMAINS = ("results", "simulated")
 #: The YUBI time limits (PAPERS.md): 600 frames, 1,800 for Duo Tape/Pen and G2 Pen.
 YUBI_MAX_FRAMES = {"duo": {"tape": 1800, "pen": 1800}, "g2": {"pen": 1800}}
@@ -73,9 +75,10 @@ class StudySpec:
         extra_conditions: Condition name -> scene name -> prepared bundle directory (e.g.
             a coverage retraining from ``bench coverage`` + ``bench train``).
         seed: Seed of every editor (artifact conditions) and of the capture noise.
-        tasks: Task names (``cup``, ``tape``, ``pen``).
+        tasks: Task names (``cup``, ``tape``, ``pen``, ``rope``: the deformable rope).
         policies: Task -> ``[pi_1, pi_2]`` policy labels (registry names, or labels of
-            ``policy_refs``); tasks not listed use :data:`DEFAULT_POLICIES`.
+            ``policy_refs``); tasks not listed use :data:`TASK_DEFAULT_POLICIES` (rope:
+            ``rope-expert``, ``rope-expert-hasty``) or :data:`DEFAULT_POLICIES`.
         policy_refs: Label -> entry point or ``{"factory", "kwargs", "name"}`` ref of every
             policy that is not a plain registry name (filled from ``policies`` refs).
         deployment: Deployment-fidelity settings (:class:`bench.study.deployment.Deployment`
@@ -164,7 +167,8 @@ class StudySpec:
         object.__setattr__(self, "tasks", tuple(t.lower() for t in self.tasks))
         object.__setattr__(self, "metrics", tuple(self.metrics))
         object.__setattr__(self, "image_size", tuple(int(v) for v in self.image_size))
-        pols = {t: tuple(self.policies.get(t, DEFAULT_POLICIES)) for t in self.tasks}
+        pols = {t: tuple(self.policies.get(t, TASK_DEFAULT_POLICIES.get(t, DEFAULT_POLICIES)))
+                for t in self.tasks}
         extra = sorted(set(self.policies) - set(self.tasks))
         if extra:
             raise BenchError(f"policies given for tasks {extra} that are not in tasks "
@@ -224,7 +228,7 @@ class StudySpec:
                 raise BenchError(f"extra condition {cond!r} lacks a bundle for scenes {missing}; "
                                  "give one directory per scene")
         if not self.tasks:
-            raise BenchError("tasks is empty; name at least one of cup, tape, pen")
+            raise BenchError("tasks is empty; name at least one of cup, tape, pen, rope")
         for task, pair in self.policies.items():
             if len(pair) != 2 or pair[0] == pair[1]:
                 raise BenchError(f"task {task!r} needs two different policies [pi_1, pi_2], "
@@ -330,6 +334,7 @@ class StudySpec:
         """Check every preset, task, policy and metric name against its registry."""
         import bench.policies.visual  # noqa: F401 - registers the visual policies
         from bench.policies import POLICIES
+        from bench.policies.base import check_policy_task
         from bench.sim.tasks import get_task
         from metrics.registry import scorer_info
         from perturbations.registry import PERTURBATIONS
@@ -341,7 +346,7 @@ class StudySpec:
                 except ValueError as exc:
                     raise BenchError(f"condition: {exc}") from None
         for task in self.tasks:
-            get_task(task)
+            spec = get_task(task)
             for name in self.policies[task]:
                 if name in self.policy_refs:
                     from bench.policies.entry import validate_ref
@@ -349,6 +354,7 @@ class StudySpec:
                     validate_ref(self.policy_refs[name])
                 else:
                     POLICIES.get(name)
+                    check_policy_task(name, spec)  # rope experts <-> the rope task
         for metric in self.metrics:
             scorer_info(metric)
         if self.render_backend != "auto":

@@ -18,7 +18,7 @@ rows, ``proprio``, ``wrist_rgb`` / ``object_state`` (here the rope nodes, [93]).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -26,11 +26,12 @@ import mujoco
 import numpy as np
 
 from bench.sim.config import EnvConfig
-from bench.sim.env import ACTION_DIM, PROPRIO_DIM, resolve_scene
+from bench.sim.env import ACTION_DIM, PROPRIO_DIM, check_table_registration, resolve_scene
+from bench.sim.grasp import GraspConfig
 from bench.sim.robot import HAND_BODY, FloatingGripper
 from bench.sim.softbody.coupling import GeomColliders, SoftGrasp, SoftGraspConfig
 from bench.sim.softbody.model import SpringMassConfig, SpringMassModel, neighbour_springs
-from bench.sim.tasks import InitGrid
+from bench.sim.softbody.task import ROPE_GRID, ROPE_TASK, RopeTask  # noqa: F401 - re-export
 from bench.sim.transforms import interpolate_pose, mat_to_quat, pose, rotvec_to_mat, top_down_mat
 from bench.sim.world import TABLE_THICKNESS, TableGeometry
 
@@ -44,7 +45,6 @@ CLIP_XY = (0.0, 0.10)  # table frame, m
 CLIP_GAP = 0.04  # m between the posts' inner faces
 POST_SIZE = (0.01, 0.01, 0.02)  # half extents, m
 MIN_CROSSINGS = 3
-ROPE_GRID = InitGrid(xs=(-0.04, 0.0, 0.04), ys=(-0.10, -0.08), yaws_deg=(-10.0, 0.0, 10.0))
 STAGES = (("reach", 0.1), ("grasp", 0.2), ("lift", 0.2), ("over_clip", 0.2), ("routed", 0.3))
 
 
@@ -88,22 +88,6 @@ def clip_crossings(nodes: np.ndarray, springs: np.ndarray, clip: np.ndarray, *,
     hit = a + t[:, None] * (b - a)
     inside = (np.abs(hit[:, 0]) < CLIP_GAP / 2) & (hit[:, 2] < 2 * POST_SIZE[2] + 0.005)
     return int((cross & inside).sum())
-
-
-@dataclass(frozen=True)
-class RopeTask:
-    """Task metadata read by :func:`bench.sim.rollout.run_episode` and manifests."""
-
-    name: str = "rope"
-    description: str = "grasp the rope near one end and route it between the clip's posts"
-    chunk_size: int = 32
-    execute: int = 8
-    max_frames: int = 600
-
-    @property
-    def instruction(self) -> str:
-        """The language instruction a policy receives (as TaskSpec.instruction)."""
-        return self.description
 
 
 class RopeWorld:
@@ -188,6 +172,45 @@ class RopeWorld:
         self.grasp.update(self.sim, frame, reactions, commanded=opening_cmd, measured=measured)
 
 
+#: EnvConfig fields the rope cannot vary, with the only value it has and why.
+ROPE_FIXED_FIELDS = {
+    "robot": ("floating-gripper", "the rope world builds the floating gripper"),
+    "cameras": ("wrist", "the rope renders the wrist_rgb view only"),
+    "grasp": (GraspConfig(), "the rope uses its own frictional spring-mass grasp"),
+    "control_hz": (10.0, "the spring-mass frame is 0.1 s"),
+}
+
+
+def _shown(value: Any) -> str:
+    """A short form of a config value for one-line errors (dataclasses by class name)."""
+    return f"{type(value).__name__}(...)" if dataclasses.is_dataclass(value) else repr(value)
+
+
+def rope_config(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvConfig:
+    """The rope's EnvConfig from ``config`` and keyword overrides; one-line ValueErrors.
+
+    Every EnvConfig field is honoured (``obs_mode``, ``image_size``, ``max_frames``,
+    ``render_backend``, ``fisheye_mode``, ``shadows``, ``controller_gains`` ...) except the
+    :data:`ROPE_FIXED_FIELDS`, which must keep their one value; ``None`` means the task's
+    default (as the study runner passes ``max_frames=None``).
+    """
+    known = {f.name for f in dataclasses.fields(EnvConfig)} - {"task"}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"{ROPE_TASK.env_id} has no option {unknown[0]!r}; use EnvConfig "
+                         f"fields ({', '.join(sorted(known))})")
+    base = config or EnvConfig(task="rope", execute=ROPE_TASK.execute,
+                               max_frames=ROPE_TASK.max_frames)
+    resolved = base.replace(task="rope", **overrides)
+    for name, (value, why) in ROPE_FIXED_FIELDS.items():
+        if getattr(resolved, name) != value:
+            default = "the default GraspConfig()" if name == "grasp" else repr(value)
+            raise ValueError(f"{ROPE_TASK.env_id} does not support {name}="
+                             f"{_shown(getattr(resolved, name))} ({why}); leave {name} at "
+                             f"{default}")
+    return resolved
+
+
 class RopeEnv(gym.Env):
     """``splatbench/Rope-v0``: route the rope through the clip (module doc for the contract)."""
 
@@ -197,12 +220,19 @@ class RopeEnv(gym.Env):
                  config: EnvConfig | None = None, **overrides: Any) -> None:
         super().__init__()
         self.render_mode = render_mode
-        base = config or EnvConfig(task="rope", execute=8, max_frames=600)
-        self.config = base.replace(task="rope", **overrides) if overrides else base
+        self.config = rope_config(config, overrides)
         self.scene = resolve_scene(scene)
         self.table = TableGeometry.from_scene_table(self.scene.table)
-        self.task = RopeTask()
+        if self.config.background == "gaussian" and self.config.min_table_gaussians > 0:
+            check_table_registration(self.scene, self.table,
+                                     minimum=self.config.min_table_gaussians)
+        self.task = ROPE_TASK
         self.world = RopeWorld(self.table, physics_dt=self.config.physics_dt)
+        if self.config.controller_gains != "default":  # deployment fidelity: EE gain profile
+            self.world.robot.set_tracking_gains(self.world.model, self.config.controller_solref)
+        from bench.sim.camera_rig import make_rig
+
+        self.rig = make_rig(self.config, self.world.robot)  # the wrist camera (manifests)
         self.chunk_size = int(self.config.chunk_size or 32)
         self.execute = int(self.config.execute or 8)
         self.max_frames = int(self.config.max_frames or 600)
@@ -423,36 +453,94 @@ class _LiveScene:
         return getattr(self._env.scene, name)
 
 
-def rope_expert(env: RopeEnv) -> Any:
+@dataclasses.dataclass(frozen=True)
+class RopeExpertConfig:
+    """Tuning of the scripted rope expert (metres, frames).
+
+    Attributes:
+        speed: Largest TCP translation per frame, m.
+        grasp_node: Rope node the fingers close on (0: the very end).
+        carry_height: TCP height above the table while carrying over the clip, m.
+        beyond: How far past the clip's centre the end is put down, m.
+        noise: Standard deviation of seeded Gaussian noise on every translation row, m
+            (0: none); reseeded per episode from ``(seed, condition)``.
+    """
+
+    speed: float = 0.02
+    grasp_node: int = 2
+    carry_height: float = 0.10
+    beyond: float = 0.07
+    noise: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (self.speed > 0 and self.carry_height > 0 and self.beyond > 0
+                and self.noise >= 0 and 0 <= self.grasp_node < ROPE_NODES // 2):
+            raise ValueError(f"invalid rope expert config {self}: speed, carry_height and "
+                             f"beyond must be > 0, noise >= 0, 0 <= grasp_node < "
+                             f"{ROPE_NODES // 2}")
+
+
+#: The second candidate: a lab that runs its script twice as fast, grasps at the very end,
+#: carries lower and is less steady (4 mm per-frame noise).
+HASTY_EXPERT = RopeExpertConfig(speed=0.04, grasp_node=0, carry_height=0.08, noise=0.004)
+
+
+def rope_expert(env: RopeEnv, *, seed: int = 0, config: RopeExpertConfig | None = None) -> Any:
     """Privileged scripted expert: grasp near the rope end, lift, carry past the clip, release."""
-    return _RopeExpert(env.unwrapped)
+    return RopeExpert(env.unwrapped, seed=seed, config=config)
 
 
-class _RopeExpert:
-    def __init__(self, env: RopeEnv) -> None:
-        self.env = env
+class RopeExpert:
+    """The scripted rope expert (reads the rope's nodes: privileged).
 
-    def reset(self, seed: int | None = None) -> None:
+    Args:
+        env: The (unwrapped) :class:`RopeEnv`.
+        seed: Base seed of the translation noise (unused when ``config.noise`` is 0).
+        config: Tuning (:class:`RopeExpertConfig`; default the clean expert).
+    """
+
+    name = "rope-expert"
+    privileged = True
+
+    def __init__(self, env: RopeEnv, *, seed: int = 0,
+                 config: RopeExpertConfig | None = None) -> None:
+        if not isinstance(getattr(env, "unwrapped", env), RopeEnv):
+            raise ValueError(f"the rope expert runs on {ROPE_TASK.env_id} only, got "
+                             f"{type(env).__name__}; use a rope task")
+        self.env = getattr(env, "unwrapped", env)
+        self.seed = int(seed)
+        self.config = config or RopeExpertConfig()
+        self._rng = np.random.default_rng(self.seed)
+
+    def reset(self, seed: int | None = None) -> None:  # positional too (older callers)
         self.phase = 0
         self._beyond = None
+        self._rng = np.random.default_rng([self.seed, 0 if seed is None else int(seed)])
 
     def act(self, obs, info) -> np.ndarray:
         env = self.env
         self._virtual = env._target.copy()  # plan the chunk from the commanded target
         if env.config.control != "chunk":
-            return self._row().astype(np.float32)
+            return self._noisy(self._row()[None])[0]
         rows, phases = [], []
         for _ in range(env.chunk_size):
             rows.append(self._row())
             phases.append(self.phase)
         self.phase = phases[env.execute - 1]  # only the executed rows really happen
-        return np.array(rows, np.float32)
+        return self._noisy(np.array(rows))
+
+    def _noisy(self, rows: np.ndarray) -> np.ndarray:  # [T, 7] -> float32 [T, 7]
+        if self.config.noise > 0:
+            rows = rows.copy()
+            rows[:, :3] += self._rng.normal(0.0, self.config.noise, size=(len(rows), 3))
+        return rows.astype(np.float32)
 
     def _row(self) -> np.ndarray:
         env = self.env
         nodes = env.world.sim.positions()
         table_z = env.table.height
-        end = nodes[2]  # a little inside the end: both pads reach around the rope
+        cfg = self.config
+        end = nodes[cfg.grasp_node]  # default node 2: both pads reach around the rope
         clip = env.world.clip
         # carry the end past the clip on the line from the rope's far end through the gap,
         # so the rope drapes across the opening when lowered
@@ -465,14 +553,14 @@ class _RopeExpert:
         if self.phase >= 4 and getattr(self, "_beyond", None) is not None:
             beyond = self._beyond
         else:
-            beyond = clip[:3, 3] + 0.07 * line
+            beyond = clip[:3, 3] + cfg.beyond * line
             self._beyond = beyond if self.phase == 3 else None
         waypoints = {
             0: (np.array([end[0], end[1], table_z + 0.06]), 0.09),
             1: (np.array([end[0], end[1], table_z + 0.004]), 0.09),
             2: (np.array([end[0], end[1], table_z + 0.004]), 0.0),
-            3: (np.array([end[0], end[1], table_z + 0.10]), 0.0),
-            4: (np.array([beyond[0], beyond[1], table_z + 0.10]), 0.0),
+            3: (np.array([end[0], end[1], table_z + cfg.carry_height]), 0.0),
+            4: (np.array([beyond[0], beyond[1], table_z + cfg.carry_height]), 0.0),
             5: (np.array([beyond[0], beyond[1], table_z + 0.01]), 0.0),
             6: (np.array([beyond[0], beyond[1], table_z + 0.01]), 0.09),
             7: (np.array([beyond[0], beyond[1], table_z + 0.12]), 0.09),
@@ -480,11 +568,11 @@ class _RopeExpert:
         goal, opening = waypoints[min(self.phase, 7)]
         target = self._virtual
         delta = goal - target[:3, 3]
-        step = np.clip(delta, -0.02, 0.02)
+        step = np.clip(delta, -cfg.speed, cfg.speed)
         local = target[:3, :3].T @ step
         turn = 0.0
         if self.phase <= 1:  # fingers across the rope: tool x perpendicular to it
-            along = nodes[4] - nodes[0]
+            along = nodes[cfg.grasp_node + 4] - nodes[cfg.grasp_node]
             across = np.array([-along[1], along[0], 0.0])
             a = target[:3, :3].T @ across
             turn = float(np.arctan2(a[1], a[0]))
