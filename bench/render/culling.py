@@ -231,7 +231,7 @@ def cull_indices(splats: GaussianSplats, camera: Camera) -> np.ndarray:  # [M] a
 def _cpu_arrays(index: SpatialIndex, splats: GaussianSplats):
     """Warp arrays of the index's Gaussians in block order (uploaded once, kept with it).
 
-    The block-ordered numpy copy is temporary: only the device arrays stay.
+    Filled chunk by chunk in block order: no block-ordered copy of the splats.
     """
     from bench.render import warp_backend as wb
 
@@ -242,7 +242,7 @@ def _cpu_arrays(index: SpatialIndex, splats: GaussianSplats):
                 f"splats contain {splats.count_nonfinite()} Gaussians with NaN/Inf values; "
                 "drop them first (e.g. read_ply(..., drop_nonfinite=True))"
             )
-        arrays = wb._SplatArrays(splats.subset(index.order))
+        arrays = wb._SplatArrays(splats, index.order)  # filled in chunks, no subset copy
         object.__setattr__(index, "_cpu", arrays)
     return arrays
 

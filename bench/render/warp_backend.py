@@ -611,27 +611,70 @@ def _raster_tile_kernel(
 
 
 # --------------------------------------------------------------------------- host side
-class _SplatArrays:
-    """Device copies of one GaussianSplats (uploaded once) + per-frame scratch."""
+def device_inputs_reference(splats: GaussianSplats) -> dict[str, np.ndarray]:
+    """Plain reference of the per-Gaussian inputs :class:`_SplatArrays` uploads.
 
-    def __init__(self, splats: GaussianSplats) -> None:
-        n = splats.num
+    means [N, 3], cov_a [N, 3] (xx, xy, xz), cov_b [N, 3] (yy, yz, zz), opacity [N],
+    sh [N, 1 + K, 3], all float32, computed on the whole set at once.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):  # zero quaternions -> NaN -> culled
+        rot = _quat_to_rotmat(splats.normalized_quats())
+    m = rot * splats.scales().astype(np.float64)[:, None, :]
+    cov = m @ m.transpose(0, 2, 1)
+    f32 = np.float32
+    sh = np.concatenate([splats.sh_dc[:, None, :], splats.sh_rest], axis=1).astype(f32)
+    return {"means": splats.means.astype(f32), "cov_a": cov[:, 0, :].astype(f32),
+            "cov_b": np.stack([cov[:, 1, 1], cov[:, 1, 2], cov[:, 2, 2]], 1).astype(f32),
+            "opacity": splats.opacities().astype(f32), "sh": np.ascontiguousarray(sh)}
+
+
+#: Gaussians per chunk when the device inputs are filled (bounds the float64 temporaries).
+UPLOAD_CHUNK_ROWS = 65536
+
+
+def fill_device_inputs(splats: GaussianSplats, out: dict[str, np.ndarray],
+                       order: np.ndarray | None = None, *,
+                       chunk_rows: int = UPLOAD_CHUNK_ROWS) -> None:
+    """Write :func:`device_inputs_reference` of ``splats.subset(order)`` into ``out``.
+
+    Chunk by chunk, straight into the (device) arrays ``out`` holds, without a
+    subset copy of the scene or whole-scene float64 temporaries; every value is
+    computed by the same row-wise arithmetic, so the arrays are bit-identical
+    to the reference's (tested).
+    """
+    n = splats.num if order is None else len(order)
+    for start in range(0, n, chunk_rows):
+        rows = slice(start, min(n, start + chunk_rows))
+        pick = rows if order is None else order[rows]
+        part = GaussianSplats(means=splats.means[pick], quats=splats.quats[pick],
+                              log_scales=splats.log_scales[pick],
+                              opacity_logits=splats.opacity_logits[pick],
+                              sh_dc=splats.sh_dc[pick], sh_rest=splats.sh_rest[pick])
+        for name, values in device_inputs_reference(part).items():
+            out[name][rows] = values
+
+
+class _SplatArrays:
+    """Device copies of one GaussianSplats (uploaded once) + per-frame scratch.
+
+    ``order`` uploads ``splats.subset(order)`` (e.g. the culling index's block
+    order) without building that subset.
+    """
+
+    def __init__(self, splats: GaussianSplats, order: np.ndarray | None = None) -> None:
+        n = splats.num if order is None else len(order)
         self.num = n
         self.stored_degree = splats.sh_degree
-        with np.errstate(invalid="ignore", divide="ignore"):  # zero quaternions -> NaN -> culled
-            rot = _quat_to_rotmat(splats.normalized_quats())
-        m = rot * splats.scales().astype(np.float64)[:, None, :]
-        cov = m @ m.transpose(0, 2, 1)
-        f32 = np.float32
-        self.means = wp.array(splats.means.astype(f32), dtype=wp.vec3, device=DEVICE)
-        self.cov_a = wp.array(cov[:, 0, :].astype(f32), dtype=wp.vec3, device=DEVICE)
-        self.cov_b = wp.array(
-            np.stack([cov[:, 1, 1], cov[:, 1, 2], cov[:, 2, 2]], 1).astype(f32), dtype=wp.vec3,
-            device=DEVICE,
-        )
-        self.opacity = wp.array(splats.opacities().astype(f32), dtype=float, device=DEVICE)
-        sh = np.concatenate([splats.sh_dc[:, None, :], splats.sh_rest], axis=1).astype(f32)
-        self.sh = wp.array(np.ascontiguousarray(sh), dtype=wp.vec3, device=DEVICE)
+        k = splats.sh_rest.shape[1]
+        self.means = wp.zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.cov_a = wp.zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.cov_b = wp.zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.opacity = wp.zeros(n, dtype=float, device=DEVICE)
+        self.sh = wp.zeros((n, 1 + k), dtype=wp.vec3, device=DEVICE)
+        views = {"means": self.means.numpy(), "cov_a": self.cov_a.numpy(),  # zero-copy (CPU)
+                 "cov_b": self.cov_b.numpy(), "opacity": self.opacity.numpy(),
+                 "sh": self.sh.numpy()}
+        fill_device_inputs(splats, views, order)
         zeros = wp.zeros
         self.xy = zeros(n, dtype=wp.vec2, device=DEVICE)
         self.conic = zeros(n, dtype=wp.vec3, device=DEVICE)
