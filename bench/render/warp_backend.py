@@ -629,7 +629,7 @@ def device_inputs_reference(splats: GaussianSplats) -> dict[str, np.ndarray]:
 
 
 #: Gaussians per chunk when the device inputs are filled (bounds the float64 temporaries).
-UPLOAD_CHUNK_ROWS = 65536
+UPLOAD_CHUNK_ROWS = 16384
 
 
 def fill_device_inputs(splats: GaussianSplats, out: dict[str, np.ndarray],
@@ -683,20 +683,34 @@ class _SplatArrays:
         self.color = zeros(n, dtype=wp.vec3, device=DEVICE)
         self.rect = zeros(n, dtype=wp.vec4i, device=DEVICE)
         self.touched = zeros(n, dtype=wp.int32, device=DEVICE)
-        self.s_xy = zeros(n, dtype=wp.vec2, device=DEVICE)
-        self.s_conic = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.s_ext = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.s_depth = zeros(n, dtype=float, device=DEVICE)
-        self.s_color = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.s_opacity = zeros(n, dtype=float, device=DEVICE)
-        self.order = zeros(2 * n, dtype=wp.int32, device=DEVICE)  # radix sort needs 2x room
-        self.sort_keys = zeros(2 * n, dtype=float, device=DEVICE)
         self.isect = zeros(max(n, 1024), dtype=wp.int32, device=DEVICE)
         self.touched_np = self.touched.numpy()  # zero-copy views of CPU arrays
         self.depth_np = self.depth.numpy()
+        self.sorted_capacity = -1
+        self.sorted_buffers(0)
+        self.images: dict[tuple[int, int], _ImageBuffers] = {}
+
+    def sorted_buffers(self, num: int) -> None:
+        """Make the depth-sorted buffers (``order``, ``sort_keys``, ``s_*``) hold ``num``.
+
+        Sized by the Gaussians a frame actually draws, not the scene (a pinhole view
+        of a room draws a fraction of it), grown by 1/8 beyond the need when they grow.
+        """
+        if num <= self.sorted_capacity:
+            return
+        cap = max(num, min(self.num, max(1024, num + num // 8)))
+        zeros = wp.zeros
+        self.sorted_capacity = cap
+        self.s_xy = zeros(cap, dtype=wp.vec2, device=DEVICE)
+        self.s_conic = zeros(cap, dtype=wp.vec3, device=DEVICE)
+        self.s_ext = zeros(cap, dtype=wp.vec3, device=DEVICE)
+        self.s_depth = zeros(cap, dtype=float, device=DEVICE)
+        self.s_color = zeros(cap, dtype=wp.vec3, device=DEVICE)
+        self.s_opacity = zeros(cap, dtype=float, device=DEVICE)
+        self.order = zeros(2 * cap, dtype=wp.int32, device=DEVICE)  # radix sort needs 2x room
+        self.sort_keys = zeros(2 * cap, dtype=float, device=DEVICE)
         self.order_np = self.order.numpy()
         self.sort_keys_np = self.sort_keys.numpy()
-        self.images: dict[tuple[int, int], _ImageBuffers] = {}
 
     def image_buffers(self, width: int, height: int, tile_size: int) -> _ImageBuffers:
         key = (width, height, tile_size)
@@ -808,6 +822,7 @@ def render_cpu(
     # Depth order of the visible Gaussians: stable radix sort (ties keep index order).
     visible = np.flatnonzero(arr.touched_np)
     num = len(visible)
+    arr.sorted_buffers(num)
     arr.sort_keys_np[:num] = arr.depth_np[visible]
     arr.order_np[:num] = visible
     wp.utils.radix_sort_pairs(arr.sort_keys, arr.order, num)

@@ -190,3 +190,30 @@ def test_perturb_scene_without_copies_sh_rest_takes_the_plain_path(bundle_dir, m
                         lambda *a, **k: calls.append(a) or real(*a, **k))
     result = apply_mod.perturb_scene(bundle_dir / "sample", "warp", seed=1)
     assert calls and result.bundle.stored is not None
+
+
+def test_frame_sized_sort_buffers_grow_without_changing_images():
+    # A narrow view first (few Gaussians drawn, small sort buffers), then a wide one
+    # (the buffers grow): each image equals a render from freshly uploaded arrays.
+    from bench.render import warp_backend as wb
+    from bench.render.culling import _INDEX, render_cpu_culled
+    from bench.scene.cameras import Camera, look_at
+
+    scene = sample_background(seed=4, n_gaussians=4000)
+    pose = look_at((1.2, -0.6, 0.6), (0.0, 0.0, 0.0))
+    narrow = Camera.pinhole_from_fov(48, 40, fov_x_deg=20.0, world_from_camera=pose)
+    wide = Camera.equidistant_fisheye(64, 64, fov_deg=200.0, world_from_camera=pose)
+    reused = [fn(scene, cam) for cam in (narrow, wide)
+              for fn in (wb.render_cpu, render_cpu_culled)]
+    wb._CACHE.pop(scene, None)
+    _INDEX.pop(scene, None)
+    fresh = []
+    for cam in (narrow, wide):
+        for fn in (wb.render_cpu, render_cpu_culled):
+            fresh.append(fn(scene, cam))
+            wb._CACHE.pop(scene, None)
+            _INDEX.pop(scene, None)
+    for a, b in zip(reused, fresh, strict=True):
+        assert a.rgb.tobytes() == b.rgb.tobytes() and a.depth.tobytes() == b.depth.tobytes()
+    assert reused[0].rgb.tobytes() == reused[1].rgb.tobytes()  # culled == plain
+    assert reused[2].rgb.tobytes() == reused[3].rgb.tobytes()
