@@ -14,10 +14,16 @@ Peak RSS: each job is started by a small wrapper process that waits for it and r
 wrapper holds no arrays, so what Linux carries over from it at fork is a few MiB).
 Wall time is the job's, start to exit (interpreter start and imports included).
 
+``--baseline-src DIR`` also runs every job with another source tree first on the
+``PYTHONPATH`` (e.g. ``main`` before a change), interleaved job by job on the same
+bundle, so before and after come from the same run.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_memory.py                 # 3,000,000 Gaussians
     .venv/bin/python benchmarks/bench_memory.py --n 200000      # quick check
+    git archive main | tar -x -C /tmp/main-src                  # before/after, same run
+    .venv/bin/python benchmarks/bench_memory.py --baseline-src /tmp/main-src
 """
 
 from __future__ import annotations
@@ -68,10 +74,16 @@ def bench_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "bench.cli"]
 
 
-def measure(argv: list[str]) -> dict:
-    """Run ``argv`` in a fresh wrapper process; its peak RSS (bytes) and wall seconds."""
+def measure(argv: list[str], source: Path | None = None) -> dict:
+    """Run ``argv`` in a fresh wrapper process; its peak RSS (bytes) and wall seconds.
+
+    ``source``: a source tree put first on ``PYTHONPATH`` (None: this tree).
+    """
     wrapper = [sys.executable, __file__, "--child", json.dumps(argv)]
-    out = subprocess.run(wrapper, check=True, capture_output=True, text=True)
+    tree = source if source is not None else Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    out = subprocess.run(wrapper, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -96,6 +108,8 @@ def main() -> None:
     parser.add_argument("--jobs", nargs="+", default=list(JOBS), choices=list(JOBS))
     parser.add_argument("--workdir", type=Path, default=None, help="scratch dir (default: tmp)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--baseline-src", type=Path, default=None,
+                        help="another source tree (e.g. main) to run every job with too")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -112,31 +126,36 @@ def main() -> None:
               f"translation); background.ply {size / 2**20:.0f} MiB "
               f"(built in {time.perf_counter() - start:.0f} s)", file=sys.stderr)
         base = measure([sys.executable, "-c", "import numpy, warp, bench.cli"])
+        contenders = {"this tree": None}
+        if args.baseline_src is not None:
+            contenders = {"baseline": args.baseline_src.resolve(), **contenders}
         for name in args.jobs:
-            best = None
-            for _ in range(args.repeats):
-                out = root / "out"
-                argv = [*bench_command(), *(a.format(cams=root / "cams") for a in JOBS[name]),
-                        "--scene", str(scene), "--out", str(out)]
-                run = measure(argv)
-                shutil.rmtree(out, ignore_errors=True)
-                if best is None:
-                    best = run
-                best = {"max_rss": max(best["max_rss"], run["max_rss"]),
+            for label, source in contenders.items():
+                best = None
+                for _ in range(args.repeats):
+                    out = root / "out"
+                    argv = [*bench_command(),
+                            *(a.format(cams=root / "cams") for a in JOBS[name]),
+                            "--scene", str(scene), "--out", str(out)]
+                    run = measure(argv, source)
+                    shutil.rmtree(out, ignore_errors=True)
+                    best = run if best is None else {
+                        "max_rss": max(best["max_rss"], run["max_rss"]),
                         "wall_s": min(best["wall_s"], run["wall_s"])}
-                print(f"{name}: {run['max_rss'] / 2**20:.0f} MiB, {run['wall_s']:.1f} s",
-                      file=sys.stderr)
-            rows.append({"job": name, **best, "ratio": best["max_rss"] / size})
+                    print(f"{name} [{label}]: {run['max_rss'] / 2**20:.0f} MiB, "
+                          f"{run['wall_s']:.1f} s", file=sys.stderr)
+                rows.append({"job": name, "source": label, **best,
+                             "ratio": best["max_rss"] / size})
 
     print(f"\n{args.n:,} Gaussians (SH 3, registered bundle), background.ply "
           f"{size / 2**20:.0f} MiB; peak RSS of the whole process; wall time includes "
           f"interpreter start and imports ({base['max_rss'] / 2**20:.0f} MiB, "
           f"{base['wall_s']:.1f} s for `import numpy, warp, bench.cli` alone)\n")
-    print("| job | peak RSS MiB | x file size | wall s |")
-    print("|---|---|---|---|")
+    print("| job | code | peak RSS MiB | x file size | wall s |")
+    print("|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['job']} | {row['max_rss'] / 2**20:.0f} | {row['ratio']:.2f} | "
-              f"{row['wall_s']:.1f} |")
+        print(f"| {row['job']} | {row['source']} | {row['max_rss'] / 2**20:.0f} | "
+              f"{row['ratio']:.2f} | {row['wall_s']:.1f} |")
     if args.json:
         args.json.write_text(json.dumps({"n": args.n, "file_bytes": size, "baseline": base,
                                          "rows": rows}, indent=2))
