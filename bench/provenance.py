@@ -44,12 +44,23 @@ def _umask() -> int:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file + rename (never half-written)."""
+    atomic_write_chunks(path, (data,))
+
+
+def atomic_write_chunks(path: str | os.PathLike, chunks: Iterable[Any]) -> None:
+    """Write the bytes-like ``chunks`` one after another to ``path``, atomically.
+
+    Like :func:`atomic_write_bytes` (temp file + fsync + rename), for outputs
+    produced piece by piece (e.g. a large PLY encoded in row chunks), so the whole
+    file never has to sit in memory.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; follow the umask like open()

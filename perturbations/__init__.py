@@ -4,9 +4,10 @@ Imports numpy and ``bench.scene`` only (no torch, mujoco or warp)::
 
     from perturbations import PERTURBATIONS, apply_perturbation
     result = apply_perturbation(bundle, "hole-54", seed=0)
+    result = perturb_scene("scenes/room", "hole-54", seed=0)  # same result, ~half the memory
 """
 
-from perturbations.apply import PerturbResult, apply_perturbation
+from perturbations.apply import PerturbResult, apply_perturbation, perturb_scene
 from perturbations.base import EditStats
 from perturbations.floaters import FloaterParams, floaters
 from perturbations.hole import HoleParams, hole
@@ -15,5 +16,6 @@ from perturbations.warp import WarpParams, warp
 
 __all__ = [
     "PERTURBATIONS", "EditStats", "FloaterParams", "HoleParams", "PerturbResult", "WarpParams",
-    "apply_perturbation", "floaters", "hole", "make_params", "preset_names", "tool_id", "warp",
+    "apply_perturbation", "floaters", "hole", "make_params", "perturb_scene", "preset_names",
+    "tool_id", "warp",
 ]

@@ -20,7 +20,7 @@ import numpy as np
 from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
 from bench.scene.bundle import BACKGROUND_FILE, SCENE_FILE, SceneBundle, write_scene_files
 from bench.scene.gaussians import GaussianSplats
-from bench.scene.transforms import Similarity, transform_splats
+from bench.scene.transforms import Similarity, rotate_sh_rest, transform_splats
 from perturbations.base import EditStats
 from perturbations.registry import PERTURBATIONS, make_params, tool_id
 
@@ -156,3 +156,99 @@ def save_perturbed(result: PerturbResult, out: str | os.PathLike, *,
         paths = write_scene_files(result.bundle, tmp)
         atomic_write_json(tmp / "manifest.json", perturb_manifest(result, paths))
     return out
+
+
+def perturb_scene(path: str | os.PathLike, name: str, *, seed: int = 0,
+                  drop_nonfinite: bool = False, **overrides: Any) -> PerturbResult:
+    """``apply_perturbation(load_scene(path), name, ...)`` with about half the peak memory.
+
+    The same result bit for bit (tested against that plain path, which stays the
+    reference): same edited world-frame background, same splat-frame arrays
+    written by :func:`save_perturbed`. Lower memory because the scene's SH rest
+    (180 of the 248 bytes of an SH-3 Gaussian) is never rotated into the world
+    frame for the edit: editors whose registry entry has ``copies_sh_rest`` only
+    copy SH rows, so they get the splat-frame SH (and world-frame geometry); the
+    splat-frame output takes those rows as they are, and only the edited result
+    is rotated into the world, after the input is released. Other editors go
+    through the plain path.
+
+    Args:
+        path: Scene bundle directory (or its ``scene.json``).
+        name: Registry entry (editor or preset).
+        seed: Seed of the editor's Generator.
+        drop_nonfinite: Drop NaN/Inf Gaussians on load instead of raising.
+        **overrides: Parameter values replacing the preset's.
+    """
+    from bench.scene.bundle import (
+        check_table_in_bounds,
+        load_scene,
+        read_background,
+        read_scene_spec,
+    )
+
+    entry = PERTURBATIONS.entry(name)
+    if not entry.meta.get("copies_sh_rest"):
+        bundle = load_scene(path, drop_nonfinite=drop_nonfinite)
+        return apply_perturbation(bundle, name, seed=seed, **overrides)
+    params = make_params(name, **overrides)
+    spec, background_path = read_scene_spec(path)
+    splat_in, dropped = read_background(background_path, drop_nonfinite=drop_nonfinite)
+    similarity = spec.similarity
+    # World-frame geometry, SH rest still in the splat frame (editor input only).
+    world_in = transform_splats(splat_in, similarity, rotate_sh=False)
+    check_table_in_bounds(spec.replace(background=world_in))  # reads the means only
+    table = spec.require_table()
+    edited, stats = entry.obj(world_in, params, np.random.default_rng(seed), table=table,
+                              keepouts=spec.keepouts)
+    if similarity.is_identity():  # world_in is splat_in: nothing to map
+        bundle = spec.replace(dropped_nonfinite=dropped).with_background(edited, splat=edited)
+        return PerturbResult(bundle=bundle, stats=stats,
+                             params=params, tool=tool_id(name), name=name, seed=seed,
+                             source_root=spec.root, overrides=dict(overrides))
+    new = np.flatnonzero(stats.source_index < 0)
+    new_world_sh = edited.sh_rest[new].copy()  # the editor's own (world-frame) new rows
+    splat = _splat_rows(edited, stats, world_in, splat_in, similarity)
+    del world_in, splat_in  # the input is not needed any more
+    if np.array_equal(similarity.rotation, np.eye(3)):
+        world_sh = splat.sh_rest  # no rotation: both frames hold the same SH
+    else:  # the edited background in the world frame: rotate the stored rows
+        world_sh = rotate_sh_rest(splat.sh_rest, similarity.rotation)
+        world_sh[new] = new_world_sh
+    world = edited.replace(sh_rest=world_sh)
+    bundle = spec.replace(dropped_nonfinite=dropped).with_background(world, splat=splat)
+    return PerturbResult(bundle=bundle, stats=stats, params=params, tool=tool_id(name),
+                         name=name, seed=seed, source_root=spec.root, overrides=dict(overrides))
+
+
+def _splat_rows(edited: GaussianSplats, stats: EditStats, world_in: GaussianSplats,
+                splat_in: GaussianSplats, similarity: Similarity) -> GaussianSplats:
+    """:func:`to_splat_frame` for an editor that got splat-frame SH rest (``copies_sh_rest``).
+
+    Geometry as in :func:`to_splat_frame`; SH rest: source rows are already the
+    stored (splat-frame) rows, new rows are mapped through the inverse similarity.
+    """
+    source_index = stats.source_index
+    has_source = source_index >= 0
+    src = np.where(has_source, source_index, 0)
+    changed = stats.changed
+    if changed is None:
+        changed = np.zeros(len(edited), dtype=bool)
+        for name in ("means", "quats", "log_scales"):
+            changed |= ~_rows_equal(getattr(edited, name), getattr(world_in, name)[src])
+    redo = np.flatnonzero(~has_source | changed)
+    mapped = transform_splats(edited.subset(redo), similarity.inverse())
+    arrays = {}
+    for name in ("means", "quats", "log_scales"):
+        out = getattr(splat_in, name)[src]  # bit-exact copies of the stored rows
+        keep = has_source[redo] & _rows_equal(getattr(edited, name)[redo],
+                                               getattr(world_in, name)[src[redo]])
+        out[redo[~keep]] = getattr(mapped, name)[~keep]
+        arrays[name] = out
+    sh_rest = edited.sh_rest
+    new = ~has_source[redo]
+    if new.any():  # new rows are few: map them in place unless the array is the input's
+        if np.shares_memory(sh_rest, splat_in.sh_rest):
+            sh_rest = sh_rest.copy()
+        sh_rest[redo[new]] = mapped.sh_rest[new]
+    arrays["sh_rest"] = sh_rest
+    return edited.replace(**arrays)

@@ -4,7 +4,10 @@ Entries are editors (``hole``, ``floaters``, ``warp``) and presets, which are
 the same editors with fixed parameters (``hole-54`` = hole with a 54-degree
 half-angle). Metadata of every entry: ``kind`` (editor name), ``version``,
 ``params_type`` (the dataclass), ``preset`` (parameter overrides, {} for a bare
-editor) and ``description``.
+editor), ``description`` and ``copies_sh_rest`` (True: every output row's SH
+rest is a copy of its source row's, new rows get their own; the editor never
+computes SH rest from other values, so :func:`perturbations.apply.perturb_scene`
+may hand it the splat-frame SH instead of rotating the scene's SH into the world).
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ PRESETS = {
 for _name, (_fn, _params, _version, _text) in _EDITORS.items():
     if _name not in PRESETS:  # "warp" is both the editor and its (default) preset
         PERTURBATIONS.register(_name, _fn, kind=_name, version=_version, params_type=_params,
-                               preset={}, description=_text)
+                               preset={}, description=_text, copies_sh_rest=True)
 for _name, (_kind, _overrides) in PRESETS.items():
     _fn, _params, _version, _text = _EDITORS[_kind]
     PERTURBATIONS.register(_name, _fn, kind=_kind, version=_version, params_type=_params,
-                           preset=dict(_overrides), description=f"{_text} ({_name})")
+                           preset=dict(_overrides), description=f"{_text} ({_name})",
+                           copies_sh_rest=True)
 
 
 def preset_names() -> list[str]:

@@ -159,7 +159,9 @@ def run_render(args: argparse.Namespace) -> int:
     background = parse_background(args.background)
     preflight_output_dir(args.out, overwrite=args.overwrite, inputs=[("--scene", args.scene),
                                                                 ("--cameras", args.cameras)])
-    bundle = load_scene(args.scene)
+    bundle = load_scene(args.scene, keep_splat_frame=False)  # rendering never writes it back
+    # Extra PLY properties (normals, labels) are not drawn: free them before the upload.
+    bundle = bundle.replace(background=bundle.background.replace(extra={}))
     if args.role is not None:
         if args.role not in bundle.cameras:
             raise BenchError(f"scene {bundle.name!r} has no camera role {args.role!r}; "

@@ -231,7 +231,7 @@ def cull_indices(splats: GaussianSplats, camera: Camera) -> np.ndarray:  # [M] a
 def _cpu_arrays(index: SpatialIndex, splats: GaussianSplats):
     """Warp arrays of the index's Gaussians in block order (uploaded once, kept with it).
 
-    The block-ordered numpy copy is temporary: only the device arrays stay.
+    Filled chunk by chunk in block order: no block-ordered copy of the splats.
     """
     from bench.render import warp_backend as wb
 
@@ -242,7 +242,7 @@ def _cpu_arrays(index: SpatialIndex, splats: GaussianSplats):
                 f"splats contain {splats.count_nonfinite()} Gaussians with NaN/Inf values; "
                 "drop them first (e.g. read_ply(..., drop_nonfinite=True))"
             )
-        arrays = wb._SplatArrays(splats.subset(index.order))
+        arrays = wb._SplatArrays(splats, index.order)  # filled in chunks, no subset copy
         object.__setattr__(index, "_cpu", arrays)
     return arrays
 
@@ -318,7 +318,7 @@ def render_runs(
         wb._frustum_limits(camera), camera.max_theta, width, height, tile_size, img.tiles_x,
         img.tiles_y,
     ]
-    visible_parts = []
+    counts = []  # per run: (start, end, indices of the drawn rows); filled after projecting
     for start, end in runs.tolist():
         part = slice(start, end)
         wp.launch(
@@ -327,15 +327,22 @@ def render_runs(
                     arr.sh[part], *shared, arr.xy[part], arr.conic[part], arr.ext[part],
                     arr.depth[part], arr.color[part], arr.rect[part], arr.touched[part]],
         )
-        visible_parts.append(np.flatnonzero(arr.touched_np[part]) + start)
-    visible = np.concatenate(visible_parts) if visible_parts else np.zeros(0, np.int64)
-    num = len(visible)
-    arr.sort_keys_np[:num] = arr.depth_np[visible]
-    arr.order_np[:num] = visible
+        counts.append(int(np.count_nonzero(arr.touched_np[part])))
+    # Drawn rows in ascending order, written run by run (no scene-sized index arrays).
+    num = sum(counts)
+    arr.sorted_buffers(num)
+    at, total = 0, 0
+    for (start, end), count in zip(runs.tolist(), counts, strict=True):
+        if count == 0:
+            continue
+        drawn = np.flatnonzero(arr.touched_np[start:end]) + start
+        arr.order_np[at:at + count] = drawn
+        arr.sort_keys_np[at:at + count] = arr.depth_np[drawn]
+        total += int(arr.touched_np[drawn].sum(dtype=np.int64))
+        at += count
     wp.utils.radix_sort_pairs(arr.sort_keys, arr.order, num)
     if original is not None:
         _ties_by_original_index(arr.sort_keys_np[:num], arr.order_np[:num], original)
-    total = int(arr.touched_np[visible].sum(dtype=np.int64))
     if total > arr.isect.shape[0]:
         arr.isect = wp.zeros(int(total * 1.5), dtype=wp.int32, device=wb.DEVICE)
     num_tiles = img.tiles_x * img.tiles_y

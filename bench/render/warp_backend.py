@@ -617,27 +617,70 @@ def _raster_tile_kernel(
 
 
 # --------------------------------------------------------------------------- host side
-class _SplatArrays:
-    """Device copies of one GaussianSplats (uploaded once) + per-frame scratch."""
+def device_inputs_reference(splats: GaussianSplats) -> dict[str, np.ndarray]:
+    """Plain reference of the per-Gaussian inputs :class:`_SplatArrays` uploads.
 
-    def __init__(self, splats: GaussianSplats) -> None:
-        n = splats.num
+    means [N, 3], cov_a [N, 3] (xx, xy, xz), cov_b [N, 3] (yy, yz, zz), opacity [N],
+    sh [N, 1 + K, 3], all float32, computed on the whole set at once.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):  # zero quaternions -> NaN -> culled
+        rot = _quat_to_rotmat(splats.normalized_quats())
+    m = rot * splats.scales().astype(np.float64)[:, None, :]
+    cov = m @ m.transpose(0, 2, 1)
+    f32 = np.float32
+    sh = np.concatenate([splats.sh_dc[:, None, :], splats.sh_rest], axis=1).astype(f32)
+    return {"means": splats.means.astype(f32), "cov_a": cov[:, 0, :].astype(f32),
+            "cov_b": np.stack([cov[:, 1, 1], cov[:, 1, 2], cov[:, 2, 2]], 1).astype(f32),
+            "opacity": splats.opacities().astype(f32), "sh": np.ascontiguousarray(sh)}
+
+
+#: Gaussians per chunk when the device inputs are filled (bounds the float64 temporaries).
+UPLOAD_CHUNK_ROWS = 16384
+
+
+def fill_device_inputs(splats: GaussianSplats, out: dict[str, np.ndarray],
+                       order: np.ndarray | None = None, *,
+                       chunk_rows: int = UPLOAD_CHUNK_ROWS) -> None:
+    """Write :func:`device_inputs_reference` of ``splats.subset(order)`` into ``out``.
+
+    Chunk by chunk, straight into the (device) arrays ``out`` holds, without a
+    subset copy of the scene or whole-scene float64 temporaries; every value is
+    computed by the same row-wise arithmetic, so the arrays are bit-identical
+    to the reference's (tested).
+    """
+    n = splats.num if order is None else len(order)
+    for start in range(0, n, chunk_rows):
+        rows = slice(start, min(n, start + chunk_rows))
+        pick = rows if order is None else order[rows]
+        part = GaussianSplats(means=splats.means[pick], quats=splats.quats[pick],
+                              log_scales=splats.log_scales[pick],
+                              opacity_logits=splats.opacity_logits[pick],
+                              sh_dc=splats.sh_dc[pick], sh_rest=splats.sh_rest[pick])
+        for name, values in device_inputs_reference(part).items():
+            out[name][rows] = values
+
+
+class _SplatArrays:
+    """Device copies of one GaussianSplats (uploaded once) + per-frame scratch.
+
+    ``order`` uploads ``splats.subset(order)`` (e.g. the culling index's block
+    order) without building that subset.
+    """
+
+    def __init__(self, splats: GaussianSplats, order: np.ndarray | None = None) -> None:
+        n = splats.num if order is None else len(order)
         self.num = n
         self.stored_degree = splats.sh_degree
-        with np.errstate(invalid="ignore", divide="ignore"):  # zero quaternions -> NaN -> culled
-            rot = _quat_to_rotmat(splats.normalized_quats())
-        m = rot * splats.scales().astype(np.float64)[:, None, :]
-        cov = m @ m.transpose(0, 2, 1)
-        f32 = np.float32
-        self.means = wp.array(splats.means.astype(f32), dtype=wp.vec3, device=DEVICE)
-        self.cov_a = wp.array(cov[:, 0, :].astype(f32), dtype=wp.vec3, device=DEVICE)
-        self.cov_b = wp.array(
-            np.stack([cov[:, 1, 1], cov[:, 1, 2], cov[:, 2, 2]], 1).astype(f32), dtype=wp.vec3,
-            device=DEVICE,
-        )
-        self.opacity = wp.array(splats.opacities().astype(f32), dtype=float, device=DEVICE)
-        sh = np.concatenate([splats.sh_dc[:, None, :], splats.sh_rest], axis=1).astype(f32)
-        self.sh = wp.array(np.ascontiguousarray(sh), dtype=wp.vec3, device=DEVICE)
+        k = splats.sh_rest.shape[1]
+        self.means = wp.zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.cov_a = wp.zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.cov_b = wp.zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.opacity = wp.zeros(n, dtype=float, device=DEVICE)
+        self.sh = wp.zeros((n, 1 + k), dtype=wp.vec3, device=DEVICE)
+        views = {"means": self.means.numpy(), "cov_a": self.cov_a.numpy(),  # zero-copy (CPU)
+                 "cov_b": self.cov_b.numpy(), "opacity": self.opacity.numpy(),
+                 "sh": self.sh.numpy()}
+        fill_device_inputs(splats, views, order)
         zeros = wp.zeros
         self.xy = zeros(n, dtype=wp.vec2, device=DEVICE)
         self.conic = zeros(n, dtype=wp.vec3, device=DEVICE)
@@ -646,20 +689,34 @@ class _SplatArrays:
         self.color = zeros(n, dtype=wp.vec3, device=DEVICE)
         self.rect = zeros(n, dtype=wp.vec4i, device=DEVICE)
         self.touched = zeros(n, dtype=wp.int32, device=DEVICE)
-        self.s_xy = zeros(n, dtype=wp.vec2, device=DEVICE)
-        self.s_conic = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.s_ext = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.s_depth = zeros(n, dtype=float, device=DEVICE)
-        self.s_color = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.s_opacity = zeros(n, dtype=float, device=DEVICE)
-        self.order = zeros(2 * n, dtype=wp.int32, device=DEVICE)  # radix sort needs 2x room
-        self.sort_keys = zeros(2 * n, dtype=float, device=DEVICE)
         self.isect = zeros(max(n, 1024), dtype=wp.int32, device=DEVICE)
         self.touched_np = self.touched.numpy()  # zero-copy views of CPU arrays
         self.depth_np = self.depth.numpy()
+        self.sorted_capacity = -1
+        self.sorted_buffers(0)
+        self.images: dict[tuple[int, int], _ImageBuffers] = {}
+
+    def sorted_buffers(self, num: int) -> None:
+        """Make the depth-sorted buffers (``order``, ``sort_keys``, ``s_*``) hold ``num``.
+
+        Sized by the Gaussians a frame actually draws, not the scene (a pinhole view
+        of a room draws a fraction of it), grown by 1/8 beyond the need when they grow.
+        """
+        if num <= self.sorted_capacity:
+            return
+        cap = max(num, min(self.num, max(1024, num + num // 8)))
+        zeros = wp.zeros
+        self.sorted_capacity = cap
+        self.s_xy = zeros(cap, dtype=wp.vec2, device=DEVICE)
+        self.s_conic = zeros(cap, dtype=wp.vec3, device=DEVICE)
+        self.s_ext = zeros(cap, dtype=wp.vec3, device=DEVICE)
+        self.s_depth = zeros(cap, dtype=float, device=DEVICE)
+        self.s_color = zeros(cap, dtype=wp.vec3, device=DEVICE)
+        self.s_opacity = zeros(cap, dtype=float, device=DEVICE)
+        self.order = zeros(2 * cap, dtype=wp.int32, device=DEVICE)  # radix sort needs 2x room
+        self.sort_keys = zeros(2 * cap, dtype=float, device=DEVICE)
         self.order_np = self.order.numpy()
         self.sort_keys_np = self.sort_keys.numpy()
-        self.images: dict[tuple[int, int], _ImageBuffers] = {}
 
     def image_buffers(self, width: int, height: int, tile_size: int) -> _ImageBuffers:
         key = (width, height, tile_size)
@@ -782,6 +839,7 @@ def render_cpu(
     # Depth order of the visible Gaussians: stable radix sort (ties keep index order).
     visible = np.flatnonzero(arr.touched_np)
     num = len(visible)
+    arr.sorted_buffers(num)
     arr.sort_keys_np[:num] = arr.depth_np[visible]
     arr.order_np[:num] = visible
     wp.utils.radix_sort_pairs(arr.sort_keys, arr.order, num)

@@ -35,7 +35,7 @@ from bench.provenance import atomic_write_bytes, atomic_write_json, read_json, s
 from bench.safety import check_tree_closed, copy_tree_closed, is_within, resolve_inside
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.ply import read_gaussians, stored_count, write_ply
-from bench.scene.transforms import Similarity, transform_splats
+from bench.scene.transforms import Similarity, transform_splats, transform_splats_inplace
 
 SCENE_FORMAT = "splatbench-scene/1"
 SCENE_FILE = "scene.json"
@@ -341,19 +341,43 @@ def read_scene_spec(path: str | os.PathLike, *,
 
 
 def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False,
-               allow_absolute: bool = False) -> SceneBundle:
+               allow_absolute: bool = False, keep_splat_frame: bool = True) -> SceneBundle:
     """Load a scene bundle; the background is returned in the world frame.
 
     Args:
         path: Bundle directory (or its ``scene.json``).
         drop_nonfinite: Drop NaN/Inf Gaussians instead of raising.
         allow_absolute: See :func:`read_scene_spec` (bundles are closed by default).
+        keep_splat_frame: Keep the splat-frame arrays as read (so :func:`save_scene`
+            writes untouched Gaussians bit-exactly). False maps the background into
+            the world frame in place instead (same values; half the memory of a
+            registered scene), for readers that never write the background back,
+            such as ``bench render``.
 
     Raises:
         BenchError: Missing/invalid scene.json, a bad background file, a
             non-similarity ``world_from_splat``, an empty table footprint.
     """
     spec, background_path = read_scene_spec(path, allow_absolute=allow_absolute)
+    splat, dropped = read_background(background_path, drop_nonfinite=drop_nonfinite)
+    if keep_splat_frame:
+        world = transform_splats(splat, spec.similarity)
+        stored = (world, splat)
+    else:
+        world, stored = transform_splats_inplace(splat, spec.similarity), None
+    del splat
+    bundle = spec.replace(background=world, stored=stored, dropped_nonfinite=dropped)
+    check_table_in_bounds(bundle)
+    return bundle
+
+
+def read_background(background_path: Path, *,
+                    drop_nonfinite: bool = False) -> tuple[GaussianSplats, int]:
+    """The background as stored (splat frame) and how many NaN/Inf Gaussians were dropped.
+
+    Raises:
+        BenchError: A bad or empty background file.
+    """
     splat = read_gaussians(background_path, drop_nonfinite=drop_nonfinite)
     if len(splat) == 0:
         raise BenchError(f"{background_path}: the background holds 0 Gaussians; a scene needs "
@@ -361,11 +385,8 @@ def load_scene(path: str | os.PathLike, *, drop_nonfinite: bool = False,
     dropped = stored_count(background_path) - len(splat) if drop_nonfinite else 0
     if dropped:
         warnings.warn(f"{background_path}: dropped {dropped} Gaussians with NaN/Inf "
-                      f"values ({len(splat)} kept)", SceneWarning, stacklevel=2)
-    world = transform_splats(splat, spec.similarity)
-    bundle = spec.replace(background=world, stored=(world, splat), dropped_nonfinite=dropped)
-    check_table_in_bounds(bundle)
-    return bundle
+                      f"values ({len(splat)} kept)", SceneWarning, stacklevel=3)
+    return splat, dropped
 
 
 def write_scene_files(bundle: SceneBundle, directory: str | os.PathLike) -> dict[str, Path]:

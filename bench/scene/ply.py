@@ -17,8 +17,8 @@ every property group (means, quats, ...) is copied out of it into the
 preallocated output arrays through one strided view
 (``np.ndarray(buffer=..., strides=(row_bytes, 4))``), never a Python loop per
 Gaussian, so reading needs little memory beyond its result; writing fills one
-output buffer through the same kind of views and hands it to
-:func:`bench.provenance.atomic_write_bytes`. A plain per-property
+chunk buffer (65,536 rows) through the same kind of views and streams it to
+:func:`bench.provenance.atomic_write_chunks`. A plain per-property
 reference decoder (:func:`decode_vertices_reference`, structured dtype +
 ``np.stack``) sits beside the fast path; the tests compare the two.
 """
@@ -26,6 +26,7 @@ reference decoder (:func:`decode_vertices_reference`, structured dtype +
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
-from bench.provenance import atomic_write_bytes
+from bench.provenance import atomic_write_chunks
 from bench.scene.gaussians import SH_C0, GaussianSplats
 
 # PLY scalar type names (both spellings) -> numpy type code without byte order.
@@ -515,6 +516,51 @@ def ply_layout(splats: GaussianSplats, *, normals: bool = True) -> list[tuple[st
     return layout
 
 
+def _ply_head(layout: list[tuple[str, str]], n: int, comments: tuple[str, ...] = ()) -> bytes:
+    lines = ["ply", "format binary_little_endian 1.0"]
+    lines += [f"comment {c}" for c in comments]
+    lines.append(f"element vertex {n}")
+    lines += [f"property {PLY_NAMES[code]} {name}" for name, code in layout]
+    return ("\n".join(lines) + "\nend_header\n").encode("ascii")
+
+
+def _encode_rows(splats: GaussianSplats, layout: list[tuple[str, str]], rows: slice,
+                 buf: np.ndarray, *, normals: bool) -> None:
+    """Fill ``buf`` (uint8, exactly the rows' bytes) with vertex rows ``rows`` of ``splats``."""
+    n = rows.stop - rows.start
+    if n == 0:  # no vertex block: views into it would start past the buffer
+        return
+    row = sum(int(code[1]) for _, code in layout)
+    offsets, at = {}, 0
+    for name, code in layout:
+        offsets[name] = at
+        at += int(code[1])
+
+    def block(first: str, width: int) -> np.ndarray:  # writable [n, width] view into buf
+        return np.ndarray(shape=(n, width), dtype="<f4", buffer=buf, offset=offsets[first],
+                          strides=(row, 4))
+
+    block("x", 3)[...] = splats.means[rows]
+    if normals and all(nm in splats.extra for nm in NORMALS):
+        normal = block("nx", 3)
+        for i, nm in enumerate(NORMALS):
+            normal[:, i] = splats.extra[nm][rows]
+    block("f_dc_0", 3)[...] = splats.sh_dc[rows]
+    k = splats.sh_rest.shape[1]
+    if k:  # [N, K, 3] -> channel-major f_rest, written through a transposed view
+        rest = np.ndarray(shape=(n, k, 3), dtype="<f4", buffer=buf, offset=offsets["f_rest_0"],
+                          strides=(row, 4, 4 * k))
+        rest[...] = splats.sh_rest[rows]
+    block("opacity", 1)[:, 0] = splats.opacity_logits[rows]
+    block("scale_0", 3)[...] = splats.log_scales[rows]
+    block("rot_0", 4)[...] = splats.quats[rows]
+    for name, code in layout:
+        if name in splats.extra and name not in NORMALS:
+            view = np.ndarray(shape=(n,), dtype="<" + code, buffer=buf, offset=offsets[name],
+                              strides=(row,))
+            view[...] = splats.extra[name][rows]
+
+
 def encode_ply(splats: GaussianSplats, *, normals: bool = True,
                comments: tuple[str, ...] = ()) -> np.ndarray:  # [file bytes] uint8
     """Encode as a binary little-endian PLY; returns the whole file as a uint8 array.
@@ -526,43 +572,39 @@ def encode_ply(splats: GaussianSplats, *, normals: bool = True,
     """
     layout = ply_layout(splats, normals=normals)
     n = len(splats)
-    lines = ["ply", "format binary_little_endian 1.0"]
-    lines += [f"comment {c}" for c in comments]
-    lines.append(f"element vertex {n}")
-    lines += [f"property {PLY_NAMES[code]} {name}" for name, code in layout]
-    head = ("\n".join(lines) + "\nend_header\n").encode("ascii")
+    head = _ply_head(layout, n, comments)
     row = sum(int(code[1]) for _, code in layout)
     buf = np.zeros(len(head) + n * row, dtype=np.uint8)
     buf[: len(head)] = np.frombuffer(head, dtype=np.uint8)
-    if n == 0:  # no vertex block: views into it would start past the buffer
-        return buf
-    offsets, at = {}, len(head)
-    for name, code in layout:
-        offsets[name] = at
-        at += int(code[1])
-
-    def block(first: str, width: int) -> np.ndarray:  # writable [N, width] view into buf
-        return np.ndarray(shape=(n, width), dtype="<f4", buffer=buf, offset=offsets[first],
-                          strides=(row, 4))
-
-    block("x", 3)[...] = splats.means
-    if normals and all(nm in splats.extra for nm in NORMALS):
-        block("nx", 3)[...] = np.stack([splats.extra[nm] for nm in NORMALS], axis=1)
-    block("f_dc_0", 3)[...] = splats.sh_dc
-    k = splats.sh_rest.shape[1]
-    if k:  # [N, K, 3] -> channel-major f_rest, written through a transposed view
-        rest = np.ndarray(shape=(n, k, 3), dtype="<f4", buffer=buf, offset=offsets["f_rest_0"],
-                          strides=(row, 4, 4 * k))
-        rest[...] = splats.sh_rest
-    block("opacity", 1)[:, 0] = splats.opacity_logits
-    block("scale_0", 3)[...] = splats.log_scales
-    block("rot_0", 4)[...] = splats.quats
-    for name, code in layout:
-        if name in splats.extra and name not in NORMALS:
-            view = np.ndarray(shape=(n,), dtype="<" + code, buffer=buf, offset=offsets[name],
-                              strides=(row,))
-            view[...] = splats.extra[name]
+    _encode_rows(splats, layout, slice(0, n), buf[len(head):], normals=normals)
     return buf
+
+
+#: Rows per chunk of :func:`iter_ply_chunks` (~16 MiB at SH degree 3).
+WRITE_CHUNK_ROWS = 65536
+
+
+def iter_ply_chunks(splats: GaussianSplats, *, normals: bool = True,
+                    comments: tuple[str, ...] = (),
+                    chunk_rows: int = WRITE_CHUNK_ROWS) -> Iterator[np.ndarray]:
+    """The bytes of :func:`encode_ply`, as the header then blocks of ``chunk_rows`` rows.
+
+    One reused chunk buffer (yielded; consume it before the next step), so
+    writing needs ``chunk_rows`` rows of memory instead of the whole file.
+    """
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+    layout = ply_layout(splats, normals=normals)
+    n = len(splats)
+    yield np.frombuffer(_ply_head(layout, n, comments), dtype=np.uint8)
+    row = sum(int(code[1]) for _, code in layout)
+    buf = np.zeros(min(chunk_rows, max(n, 1)) * row, dtype=np.uint8)
+    for start in range(0, n, chunk_rows):
+        stop = min(n, start + chunk_rows)
+        part = buf[: (stop - start) * row]
+        part[...] = 0  # normals absent from extra are zeros, as in encode_ply
+        _encode_rows(splats, layout, slice(start, stop), part, normals=normals)
+        yield part
 
 
 def encode_ply_reference(splats: GaussianSplats, *, normals: bool = True) -> bytes:
@@ -588,16 +630,23 @@ def encode_ply_reference(splats: GaussianSplats, *, normals: bool = True) -> byt
     return ("\n".join(lines) + "\nend_header\n").encode("ascii") + rows.tobytes()
 
 
-def write_ply(path: str | os.PathLike, splats: GaussianSplats, *, normals: bool = True) -> None:
+def write_ply(path: str | os.PathLike, splats: GaussianSplats, *, normals: bool = True,
+              chunk_rows: int | None = None) -> None:
     """Write a binary little-endian 3DGS PLY atomically (temp file + rename).
+
+    The rows are encoded and written ``chunk_rows`` at a time
+    (:func:`iter_ply_chunks`; same bytes as :func:`encode_ply`), so a 3 M-Gaussian
+    file costs one ~16 MiB buffer instead of a second copy of the scene.
 
     Args:
         path: Destination ``.ply``.
         splats: The Gaussians (storage convention).
         normals: Include ``nx ny nz`` (zeros unless present in ``extra``), as
             the INRIA trainer writes them.
+        chunk_rows: Vertex rows encoded per write (None: :data:`WRITE_CHUNK_ROWS`).
     """
-    atomic_write_bytes(path, encode_ply(splats, normals=normals))
+    rows = WRITE_CHUNK_ROWS if chunk_rows is None else chunk_rows
+    atomic_write_chunks(path, iter_ply_chunks(splats, normals=normals, chunk_rows=rows))
 
 
 # ------------------------------------------------------------------ .splat
