@@ -36,12 +36,13 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from bench.errors import BenchError
 from bench.registry import Registry
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EXECUTORS: Registry[Callable[..., Any]] = Registry("executor")
 
@@ -117,8 +118,9 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     """One CLI flag per :class:`ExecutorConfig` field (default None: the spec's value)."""
     for f in dataclasses.fields(ExecutorConfig):
         kind = int if f.type in ("int", int) else str
-        parser.add_argument(f.metadata["flag"], *f.metadata.get("aliases", ()), dest=f"exec_{f.name}",
-                            type=kind, default=None, help=f.metadata["help"] + f" [{f.default}]")
+        parser.add_argument(f.metadata["flag"], *f.metadata.get("aliases", ()),
+                            dest=f"exec_{f.name}", type=kind, default=None,
+                            help=f"{f.metadata['help']} [{f.default}]")
 
 
 def config_from_args(args: argparse.Namespace, base: ExecutorConfig | None = None
@@ -425,7 +427,7 @@ def _pump(spec: Any, chunks: list[RolloutChunk], driver: Driver, workers: int,
                 continue
             driver.deliver(events)
         if broken:  # a dead worker takes the pool with it: the chunks in flight are lost
-            for handle, chunk in list(flight.items()):
+            for chunk in list(flight.values()):
                 retry = driver.failed(spec, chunk, set(), "worker pool broken by another "
                                       "worker's death while this ran")
                 if retry is not None:

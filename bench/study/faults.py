@@ -114,8 +114,7 @@ class RolloutLog:
         return [dict(zip(columns, row, strict=True)) for row in cursor]
 
     def export_csv(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``errors.csv``, ``latency.csv`` and, when any, ``attempts.csv`` (sorted by key).
-        """
+        """Write ``errors.csv``, ``latency.csv`` and, if any, ``attempts.csv`` (key order)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = {}

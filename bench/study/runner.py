@@ -50,7 +50,7 @@ from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifes
 from bench.safety import check_name, remove_inside
 from bench.study.lock import OutputLock
 from bench.study.spec import CLEAN, StudySpec
-from bench.study.store import ResultsStore, RolloutRow
+from bench.study.store import ResultsStore
 
 SPEC_FILE = "study.json"
 
@@ -594,8 +594,9 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
             errors = log.errors(spec.name)
             if errors:  # only the fault tables: a study with errored rollouts is not analysed
                 _write_tables(spec, store, out, None, log.export_csv)
+                reasons = out / "tables" / "errors.csv"
                 raise BenchError(f"{len(errors)} rollouts ended in a policy fault or failed to "
-                                 f"execute (not counted as failures; reasons in {out / 'tables' / 'errors.csv'}), e.g. "
+                                 f"execute (not counted as failures; reasons in {reasons}), e.g. "
                                  f"{errors[0]['reason']}; fix the policy or server and rerun with "
                                  "--resume")
             _log("scoring OBS-Policy frames")
