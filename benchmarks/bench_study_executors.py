@@ -26,8 +26,18 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 YUBI_ROLLOUTS = 14_800
 
 
-def _time_rollouts(spec, base: Path, work: Path, config) -> tuple[float, int, list]:
+def _time_rollouts(spec, base: Path, work: Path, config) -> tuple[float, float, int, list]:
+    """(seconds in run_rollouts, steady-state rollouts/s after the first commit, ran, rows)."""
+    import bench.study.runner as runner
     from bench.study.runner import open_output, prepare_conditions, run_rollouts
+
+    commit, stamps = runner.commit_outcome, []
+
+    def timed_commit(*args):  # a timestamp per stored row: start-up vs steady state
+        stored = commit(*args)
+        if stored:
+            stamps.append(time.perf_counter())
+        return stored
 
     if work.exists():
         shutil.rmtree(work)
@@ -39,13 +49,16 @@ def _time_rollouts(spec, base: Path, work: Path, config) -> tuple[float, int, li
     store = open_output(spec, work, resume=True, overwrite=False)
     try:
         bundles = prepare_conditions(spec, work, store, progress=False)
+        runner.commit_outcome = timed_commit
         start = time.perf_counter()
         ran = run_rollouts(spec, store, bundles, progress=False, out=work, executor=config)
         seconds = time.perf_counter() - start
         rows = store.rollouts()
     finally:
+        runner.commit_outcome = commit
         store.close()
-    return seconds, ran, rows
+    steady = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
+    return seconds, steady, ran, rows
 
 
 def main() -> None:
@@ -75,24 +88,25 @@ def main() -> None:
         run_study(spec, base, progress=False)
         results, reference = [], None
         for label, config in configs:
-            seconds, ran, rows = _time_rollouts(spec, base, Path(tmp) / "work", config)
+            seconds, steady, ran, rows = _time_rollouts(spec, base, Path(tmp) / "work", config)
             reference = rows if reference is None else reference
             assert rows == reference, f"{label}: rows differ from serial"
             results.append({"executor": label, "rollouts": ran, "seconds": seconds,
-                            "rollouts_per_hour": 3600.0 * ran / seconds})
-    serial = results[0]["rollouts_per_hour"]
+                            "rollouts_per_hour": 3600.0 * ran / seconds,
+                            "steady_per_hour": 3600.0 * steady})
+    serial = results[0]["steady_per_hour"]
     print(f"cores: {os.cpu_count()}; rollouts per run: {results[0]['rollouts']}")
-    print(f"{'executor':<16} {'s':>7} {'rollouts/h':>11} {'x serial':>9} {'YUBI h':>8}")
+    print(f"{'executor':<16} {'total s':>8} {'rollouts/h':>11} {'steady/h':>9} "
+          f"{'x serial':>9} {'YUBI h':>7}")
     for r in results:
-        r["vs_serial"] = r["rollouts_per_hour"] / serial
-        r["yubi_hours"] = YUBI_ROLLOUTS / r["rollouts_per_hour"]
-        print(f"{r['executor']:<16} {r['seconds']:7.1f} {r['rollouts_per_hour']:11.0f} "
-              f"{r['vs_serial']:9.2f} {r['yubi_hours']:8.2f}")
-    per_core = max(r["rollouts_per_hour"] / int(r["executor"].split("x")[-1].split()[0])
-                   for r in results if "x" in r["executor"])
-    print(f"best per-worker rate {per_core:.0f} rollouts/h -> an added 8-core worker "
-          f"(8 processes, linear) ~{8 * per_core:.0f} rollouts/h, "
-          f"{YUBI_ROLLOUTS / (8 * per_core):.2f} h of the YUBI study on its own")
+        r["vs_serial"] = r["steady_per_hour"] / serial  # steady state: start-up excluded
+        r["yubi_hours"] = YUBI_ROLLOUTS / r["steady_per_hour"]
+        print(f"{r['executor']:<16} {r['seconds']:8.1f} {r['rollouts_per_hour']:11.0f} "
+              f"{r['steady_per_hour']:9.0f} {r['vs_serial']:9.2f} {r['yubi_hours']:7.2f}")
+    one = next(r for r in results if r["executor"] == "process x1")["steady_per_hour"]
+    print(f"one process worker: {one:.0f} rollouts/h steady -> an added 8-core machine of "
+          f"8 such workers (linear, not measured here) ~{8 * one:.0f} rollouts/h, the YUBI "
+          f"study alone in {YUBI_ROLLOUTS / (8 * one):.2f} h")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -62,6 +62,7 @@ class ExecutorConfig:
         address: Ray cluster address (``auto``, ``HOST:PORT``); "" starts a local one.
         retries: Times a rollout whose execution failed is retried (count).
         chunk_size: Rollouts per work item sent to a worker (count).
+        threads: Torch intra-op threads per ``process`` worker (count); 0 = cores / workers.
     """
 
     kind: str = field(default="serial", metadata={
@@ -76,12 +77,15 @@ class ExecutorConfig:
         "flag": "--retries", "help": "retries of a rollout whose execution failed (count)"})
     chunk_size: int = field(default=1, metadata={
         "flag": "--chunk-size", "help": "rollouts per work item sent to a worker (count)"})
+    threads: int = field(default=0, metadata={
+        "flag": "--threads-per-worker", "help": "torch threads of each pool worker (count; "
+        "0 = cores / workers, so workers do not oversubscribe the cores)"})
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
             raise BenchError(EXECUTORS._unknown_message(self.kind) + "; set executor.kind / "
                              "--executor to one of them")
-        for name in ("workers", "retries"):
+        for name in ("workers", "retries", "threads"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise BenchError(f"executor {name} must be an integer >= 0, got {value!r}")
@@ -109,6 +113,10 @@ class ExecutorConfig:
     def resolved_workers(self) -> int:
         """Workers to start (``process``: 0 means every core)."""
         return self.workers or (os.cpu_count() or 1)
+
+    def resolved_threads(self) -> int:
+        """Torch threads per ``process`` worker."""
+        return self.threads or max(1, (os.cpu_count() or 1) // self.resolved_workers())
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -382,8 +390,12 @@ def run_serial(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: Ex
 _WORKER: WorkerState | None = None
 
 
-def _worker_init(spec: Any) -> None:
+def _worker_init(spec: Any, threads: int = 0) -> None:
     global _WORKER
+    if threads:  # the pool's workers share the cores (torch defaults to all of them each)
+        import torch
+
+        torch.set_num_threads(threads)
     if _WORKER is not None:
         _WORKER.close()
     _WORKER = WorkerState(spec)
@@ -457,7 +469,8 @@ def run_process(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: E
 
     def start() -> None:
         pool.append(ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                                        initializer=_worker_init, initargs=(spec,)))
+                                        initializer=_worker_init,
+                                        initargs=(spec, config.resolved_threads())))
 
     def restart() -> None:
         pool.pop().shutdown(wait=True, cancel_futures=True)

@@ -176,3 +176,53 @@ def test_ray_local_cluster_matches_serial(serial, tmp_path):
         _same_results(serial, out)
     finally:
         ray.shutdown()
+
+
+def _ray_task_pids() -> list[int]:
+    """Ray worker processes running a rollout chunk now (Ray titles them ray::worker_run)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                title = (entry / "cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            if title.startswith(b"ray::worker_run"):
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_killed_ray_worker_is_retried(serial, tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    import bench.study.runner as runner
+
+    commit, killed = runner.commit_outcome, []
+
+    def commit_then_kill(*args):  # after the second stored row, SIGKILL a busy ray worker
+        stored = commit(*args)
+        if stored and not killed and _rollouts(tmp_path / "r") >= 2:
+            for _ in range(100):
+                pids = _ray_task_pids()
+                if pids:
+                    os.kill(pids[0], signal.SIGKILL)
+                    killed.append(pids[0])
+                    break
+                time.sleep(0.05)
+        return stored
+
+    monkeypatch.setattr(runner, "commit_outcome", commit_then_kill)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             _node_ip_address="127.0.0.1")
+    try:
+        out = tmp_path / "r"
+        result = run_study(SPEC, out, progress=False,
+                           executor=ExecutorConfig(kind="ray", workers=2, retries=3))
+    finally:
+        ray.shutdown()
+    assert killed and result.new_rollouts == 12
+    _same_results(serial, out)
+    db = sqlite3.connect(out / "results.sqlite")
+    reasons = [r[0] for r in db.execute("SELECT reason FROM rollout_attempts")]
+    db.close()
+    assert reasons and all("Worker" in r or "Died" in r or "Crash" in r for r in reasons), reasons
