@@ -56,8 +56,10 @@ def test_config_validation_and_registry():
     with pytest.raises(BenchError, match="--address is for --executor ray"):
         ExecutorConfig(kind="process", address="auto")
     with pytest.raises(BenchError, match="unknown executor keys"):
-        ExecutorConfig.from_dict({"kind": "process", "threads": 2})
+        ExecutorConfig.from_dict({"kind": "process", "cores": 2})
     assert ExecutorConfig.from_dict("process").resolved_workers() == os.cpu_count()
+    threads = ExecutorConfig(kind="process", workers=2).resolved_threads()
+    assert threads == max(1, os.cpu_count() // 2)
     # the spec key is validated but kept out of the spec (and its hash): resume may switch
     data = {**SPEC.to_json(), "executor": {"kind": "process", "workers": 2}}
     assert spec_from_dict(data) == spec_from_dict(SPEC.to_json())
