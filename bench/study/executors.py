@@ -347,15 +347,24 @@ class Driver:
             if isinstance(event, RolloutOutcome):
                 self.bar.update(1)
 
-    def failed(self, spec: Any, chunk: RolloutChunk, done: set[tuple], reason: str
-               ) -> RolloutChunk | None:
-        """The rest of ``chunk`` to retry (None when nothing may be retried)."""
+    def failed(self, spec: Any, chunk: RolloutChunk, done: set[tuple], reason: str, *,
+               running_only: bool = False) -> RolloutChunk | None:
+        """The rest of ``chunk`` to retry (None when nothing may be retried).
+
+        Every rollout not in ``done`` is charged an attempt, or with ``running_only`` only
+        the first of them (the one that raised; the others never started).
+        """
         left = []
+        charged = False
         for policy, trial in chunk.items:
             key = (spec.name, chunk.scene, chunk.condition, chunk.task, policy, chunk.domain,
                    trial)
             if key in done:
                 continue
+            if running_only and charged:
+                left.append((policy, trial))
+                continue
+            charged = True
             if self.attempt_failed(key, reason):
                 left.append((policy, trial))
             else:
@@ -373,18 +382,24 @@ def run_serial(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: Ex
         todo: RolloutChunk | None = chunk
         while todo is not None:
             done: set[tuple] = set()
-            try:
-                for event in run_chunk(state, driver.refresh(todo)):
-                    driver.deliver([event])
-                    if isinstance(event, RolloutOutcome):
-                        done.add(event.key)
-                todo = None
-            except BenchError:  # the user's to fix (a bad policy ref ...): not retried
-                state.close()
-                raise
-            except Exception as exc:  # noqa: BLE001 - recorded and retried, never a failure
-                state.close()
-                todo = driver.failed(spec, todo, done, f"{type(exc).__name__}: {exc}")
+            events = run_chunk(state, driver.refresh(todo))
+            while True:
+                try:  # only the rollouts' own errors are retried; the driver's commits raise
+                    event = next(events)
+                except StopIteration:
+                    todo = None
+                    break
+                except BenchError:  # the user's to fix (a bad policy ref ...): not retried
+                    state.close()
+                    raise
+                except Exception as exc:  # noqa: BLE001 - recorded and retried, not a failure
+                    state.close()
+                    todo = driver.failed(spec, todo, done, f"{type(exc).__name__}: {exc}",
+                                         running_only=True)
+                    break
+                driver.deliver([event])
+                if isinstance(event, RolloutOutcome):
+                    done.add(event.key)
 
 
 _WORKER: WorkerState | None = None

@@ -228,3 +228,44 @@ def test_killed_ray_worker_is_retried(serial, tmp_path, monkeypatch):
     reasons = [r[0] for r in db.execute("SELECT reason FROM rollout_attempts")]
     db.close()
     assert reasons and all("Worker" in r or "Died" in r or "Crash" in r for r in reasons), reasons
+
+
+def test_serial_exception_is_retried_not_a_failure(serial, tmp_path, monkeypatch):
+    import shutil
+
+    import bench.sim.rollout as rollout
+
+    out = tmp_path / "copy"
+    shutil.copytree(serial, out)
+    db = sqlite3.connect(out / "results.sqlite")
+    with db:
+        db.execute("DELETE FROM rollouts WHERE scene = 'b' AND domain = 'sim'")
+    db.close()
+    episode, raised = rollout.run_episode, []
+
+    def flaky(*args, **kwargs):  # the first rollout raises once (a transient worker error)
+        if not raised:
+            raised.append(1)
+            raise RuntimeError("transient renderer failure")
+        return episode(*args, **kwargs)
+
+    monkeypatch.setattr(rollout, "run_episode", flaky)
+    result = run_study(SPEC, out, resume=True, progress=False)
+    assert raised and result.new_rollouts == 4
+    _same_results(serial, out)
+    attempts = (out / "tables" / "attempts.csv").read_text().splitlines()
+    assert len(attempts) == 2 and "RuntimeError: transient renderer failure" in attempts[1]
+    # past the retries a failed execution is a rollout error, not a failure; --resume reruns it
+    db = sqlite3.connect(out / "results.sqlite")
+    with db:
+        db.execute("DELETE FROM rollouts WHERE scene = 'a' AND domain = 'real'")
+    db.close()
+    monkeypatch.setattr(rollout, "run_episode", lambda *a, **k: 1 / 0)
+    with pytest.raises(BenchError, match="failed to execute"):
+        run_study(SPEC, out, resume=True, progress=False,
+                  executor=ExecutorConfig(retries=1))
+    errors = (out / "tables" / "errors.csv").read_text()
+    assert errors.count("execution failed 2 times, last: ZeroDivisionError") == 2
+    monkeypatch.setattr(rollout, "run_episode", episode)
+    assert run_study(SPEC, out, resume=True, progress=False).new_rollouts == 2
+    _same_results(serial, out)
