@@ -127,7 +127,8 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(ExecutorConfig):
         kind = int if f.type in ("int", int) else str
         parser.add_argument(f.metadata["flag"], *f.metadata.get("aliases", ()),
-                            dest=f"exec_{f.name}", type=kind, default=None,
+                            dest=f"exec_{f.name}", metavar=f.name.upper(), type=kind,
+                            default=None,
                             help=f"{f.metadata['help']} [{f.default}]")
 
 
