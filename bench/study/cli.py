@@ -32,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--dry-run", action="store_true",
                      help="print the resolved plan (cells, rollouts, retrainings, estimated CPU "
                      "time from one measured rollout per task) and write nothing")
+    from bench.study.executors import add_executor_arguments  # stdlib + registry only
+
+    add_executor_arguments(run)
     run.set_defaults(func=_run)
     export = inner.add_parser(
         "export", help="export a study's results.sqlite as CSV",
@@ -54,10 +57,12 @@ def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bench.errors import BenchError
+    from bench.study.executors import config_from_args, executor_from_spec_file
     from bench.study.runner import run_study
     from bench.study.spec import load_spec
 
     spec = load_spec(args.spec)
+    executor = config_from_args(args, executor_from_spec_file(args.spec))
     if args.trials is not None:
         if args.trials < 1:
             raise BenchError(f"--trials must be >= 1, got {args.trials}")
@@ -74,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dry run: nothing written ({args.out} untouched)")
         return 0
     result = run_study(spec, Path(args.out), resume=args.resume, overwrite=args.overwrite,
-                       progress=not args.no_progress, spec_file=args.spec)
+                       progress=not args.no_progress, spec_file=args.spec, executor=executor)
     for row in result.tables["ranking"]:
         print(f"{row['condition']}: ranking agreement {row['correct']}/{row['eligible']}, "
               f"MAE {row['mae']:.1f} pp, MMRV {row['mmrv']:.3f}, Pearson {row['pearson']:.2f} "

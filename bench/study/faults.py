@@ -33,11 +33,16 @@ CREATE TABLE IF NOT EXISTS rollout_latency (
     study TEXT, scene TEXT, condition TEXT, task TEXT, policy TEXT, domain TEXT,
     trial INTEGER, queries INTEGER NOT NULL, p50_ms REAL NOT NULL, p95_ms REAL NOT NULL,
     PRIMARY KEY ({", ".join(KEY)}));
+CREATE TABLE IF NOT EXISTS rollout_attempts (
+    study TEXT, scene TEXT, condition TEXT, task TEXT, policy TEXT, domain TEXT,
+    trial INTEGER, attempt INTEGER NOT NULL, reason TEXT NOT NULL,
+    PRIMARY KEY ({", ".join(KEY)}, attempt));
 CREATE TABLE IF NOT EXISTS policy_latency (
     study TEXT, task TEXT, policy TEXT, p50_ms REAL NOT NULL, PRIMARY KEY (study, task, policy));
 """
 ERROR_COLUMNS = (*KEY, "reason", "attempts")
 LATENCY_COLUMNS = (*KEY, "queries", "p50_ms", "p95_ms")
+ATTEMPT_COLUMNS = (*KEY, "attempt", "reason")
 
 
 class RolloutLog:
@@ -70,6 +75,19 @@ class RolloutLog:
     def errors(self, study: str | None = None) -> list[dict[str, Any]]:
         return self._rows("rollout_errors", ERROR_COLUMNS, study)
 
+    def add_attempt(self, key: Sequence[Any], reason: str) -> int:
+        """Record a failed execution of a rollout (executor error); its attempt number."""
+        row = self._db.execute(f"SELECT MAX(attempt) FROM rollout_attempts WHERE "
+                               f"{' AND '.join(f'{k} = ?' for k in KEY)}", tuple(key)).fetchone()
+        attempt = (row[0] or 0) + 1
+        self._db.execute(f"INSERT INTO rollout_attempts VALUES ({', '.join('?' * 9)})",
+                         (*key, attempt, reason))
+        return attempt
+
+    def attempts(self, study: str | None = None) -> list[dict[str, Any]]:
+        """Every failed execution (executor errors, retried), sorted by key."""
+        return self._rows("rollout_attempts", ATTEMPT_COLUMNS, study)
+
     def add_latency(self, key: Sequence[Any], latencies_ms: Sequence[float]) -> None:
         values = np.asarray(latencies_ms, dtype=np.float64)
         p50 = float(np.median(values)) if len(values) else 0.0
@@ -96,12 +114,15 @@ class RolloutLog:
         return [dict(zip(columns, row, strict=True)) for row in cursor]
 
     def export_csv(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``errors.csv`` and ``latency.csv`` (sorted by rollout key)."""
+        """Write ``errors.csv``, ``latency.csv`` and, if any, ``attempts.csv`` (key order)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = {}
         for name, rows, columns in (("errors", self.errors(), ERROR_COLUMNS),
-                                    ("latency", self.latency(), LATENCY_COLUMNS)):
+                                    ("latency", self.latency(), LATENCY_COLUMNS),
+                                    ("attempts", self.attempts(), ATTEMPT_COLUMNS)):
+            if name == "attempts" and not rows:  # executor errors are rare: no empty table
+                continue
             buffer = io.StringIO()
             writer = csv.writer(buffer, lineterminator="\n")
             writer.writerow(columns)

@@ -50,7 +50,7 @@ from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifes
 from bench.safety import check_name, remove_inside
 from bench.study.lock import OutputLock
 from bench.study.spec import CLEAN, StudySpec
-from bench.study.store import ResultsStore, RolloutRow
+from bench.study.store import ResultsStore
 
 SPEC_FILE = "study.json"
 
@@ -436,92 +436,83 @@ def init_condition(spec: StudySpec, domain: str, trial: int) -> int:
 
 def run_rollouts(spec: StudySpec, store: ResultsStore,
                  bundles: dict[tuple[str, str], ConditionBundle], *,
-                 progress: bool = True, out: Path | None = None) -> int:
+                 progress: bool = True, out: Path | None = None,
+                 executor: Any = None) -> int:
     """Run every missing rollout; each is committed as soon as it ends. Returns how many ran.
 
     A rollout that ends in a policy fault (``status="error"``) is not stored; its reason
     goes to :class:`bench.study.faults.RolloutLog` and ``--resume`` reruns it. OBS-Policy
     frames (every ``obs_policy_every``-th query) are written under ``out`` before the row.
+    ``executor`` (:class:`bench.study.executors.ExecutorConfig`, default serial) says where
+    the rollouts run; this process alone writes the store, whichever it is.
     """
     from tqdm import tqdm
 
-    import bench.policies.visual  # noqa: F401 - registers the visual policies
-    import bench.sim
-    from bench.policies import make_policy
-    from bench.policies.entry import build_ref
-    from bench.scene.bundle import load_scene
-    from bench.sim.rollout import run_episode
-    from bench.study.deployment import Deployment, measure_latency_ms
+    from bench.study.executors import EXECUTORS, Driver, ExecutorConfig, chunks_of
     from bench.study.faults import RolloutLog
-    from bench.study.obs_policy import obs_policy_enabled, save_policy_frames
 
     if out is None:
         out = Path(store.path).parent
-
-    deployment = Deployment.from_dict(spec.deployment)
+    config = executor or ExecutorConfig()
+    parallel = EXECUTORS.entry(config.kind).meta["parallel"]
     todo = _missing_rollouts(spec, store)
+    chunks = chunks_of(spec, todo, bundles, size=config.chunk_size if parallel else None)
     bar = tqdm(total=sum(len(v) for v in todo.values()), desc="rollouts", unit="rollout",
-               file=sys.stderr, disable=not progress)
-    ran = 0
-    loaded: dict[tuple[str, str], Any] = {}
+               file=sys.stderr, disable=not progress, smoothing=0.1)
     log = RolloutLog(store.path)
-    for (scene, cond, task, domain), items in todo.items():
-        if (scene, cond) not in loaded:
-            loaded.clear()  # keep one background in memory
-            loaded[(scene, cond)] = load_scene(bundles[(scene, cond)].path)
-        env = bench.sim.make_env(task, loaded[(scene, cond)], image_size=spec.image_size,
-                                 max_frames=spec.frames_limit(scene, task),
-                                 render_backend=spec.render_backend,
-                                 **deployment.env_overrides())
-        keep = obs_policy_enabled(spec) and domain == "sim"
-        try:
-            policies = {p: (build_ref(spec.policy_refs[p], env, seed=spec.seed)
-                            if p in spec.policy_refs else make_policy(p, env, seed=spec.seed))
-                        for p in spec.policies[task]}
-            executions = {}
-            for p, policy in policies.items():
-                measured = None
-                if deployment.measured:
-                    measured = log.policy_latency(spec.name, task, p)
-                    if measured is None:
-                        start = init_condition(spec, domain, items[0][1])
-                        measured = measure_latency_ms(env, policy, condition=start)
-                        log.set_policy_latency(spec.name, task, p, measured)
-                executions[p] = deployment.execution_for(measured)
-            for policy, trial in items:
-                bar.set_postfix_str(f"{scene}/{cond}/{task}/{policy}/{domain}")
-                start = init_condition(spec, domain, trial)
-                key = (spec.name, scene, cond, task, policy, domain, trial)
-                latencies: list[float] = []
-                extra = {"record_frames": True} if keep else {}
-                record, frames, _ = run_episode(env, policies[policy], condition=start,
-                                                episode=trial, policy_name=policy,
-                                                latencies=latencies,
-                                                execution=executions[policy], **extra)
-                log.add_latency(key, latencies)
-                bar.update(1)
-                if record.status == "error":
-                    log.add_error(key, record.error)
-                    _log(f"rollout {'/'.join(map(str, key[1:]))} ended in error: {record.error}")
-                    continue
-                if keep:  # written before the row commits: a stored rollout has its frames
-                    save_policy_frames(out, scene, cond, task, policy, trial,
-                                       frames[:record.policy_queries][::spec.obs_policy_every])
-                store.add_rollout(RolloutRow(
-                    study=spec.name, scene=scene, condition=cond, task=task, policy=policy,
-                    domain=domain, trial=trial, init_condition=start,
-                    success=record.success, progress_final=record.progress_final,
-                    progress_max=record.progress_max, frames=record.frames,
-                    failure=record.failure, truncated=record.truncated,
-                    first_grasp_frame=record.first_grasp_frame,
-                    manifest_sha256=bundles[(scene, cond)].manifest_sha256))
-                log.clear_error(key)
-                ran += 1
-        finally:
-            env.close()
-    bar.close()
-    log.close()
-    return ran
+    ran = [0]
+    failures: dict[tuple, int] = {}  # executor failures of this run, per rollout
+
+    def commit(event: Any) -> None:
+        ran[0] += commit_outcome(spec, store, log, out, event)
+        key = getattr(event, "key", None)
+        if key is not None:
+            bar.set_postfix_str("/".join(map(str, key[1:])))
+
+    def attempt_failed(key: tuple, reason: str) -> bool:
+        log.add_attempt(key, reason)
+        failures[key] = failures.get(key, 0) + 1
+        if failures[key] <= config.retries:
+            _log(f"rollout {'/'.join(map(str, key[1:]))} failed to execute ({reason}); "
+                 f"retry {failures[key]} of {config.retries}")
+            return True
+        log.add_error(key, f"execution failed {failures[key]} times, last: {reason}")
+        _log(f"rollout {'/'.join(map(str, key[1:]))} failed to execute {failures[key]} times "
+             f"({reason}); recorded as a rollout error, --resume reruns it")
+        return False
+
+    def latency(task: str, policy: str) -> float | None:
+        return log.policy_latency(spec.name, task, policy)
+
+    try:
+        EXECUTORS.get(config.kind)(spec, chunks, Driver(commit, attempt_failed, bar, latency),
+                                   config)
+    finally:
+        bar.close()
+        log.close()
+    return ran[0]
+
+
+def commit_outcome(spec: StudySpec, store: ResultsStore, log: Any, out: Path, event: Any) -> int:
+    """Commit one event of an executor (driver side); 1 when it stored a new rollout row."""
+    from bench.study.executors import MeasuredLatency
+    from bench.study.obs_policy import save_policy_frames
+
+    if isinstance(event, MeasuredLatency):
+        log.set_policy_latency(spec.name, event.task, event.policy, event.p50_ms)
+        return 0
+    key = event.key
+    log.add_latency(key, event.latencies)
+    if event.row is None:
+        log.add_error(key, event.error)
+        _log(f"rollout {'/'.join(map(str, key[1:]))} ended in error: {event.error}")
+        return 0
+    if event.frames is not None:  # written before the row commits: a stored rollout has frames
+        _, scene, cond, task, policy, _, trial = key
+        save_policy_frames(out, scene, cond, task, policy, trial, event.frames)
+    store.add_rollout(event.row)
+    log.clear_error(key)
+    return 1
 
 
 # --------------------------------------------------------------------------- entry point
@@ -557,12 +548,14 @@ def record_real_source(spec: StudySpec, out: Path, store: ResultsStore, real: An
 
 
 def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwrite: bool = False,
-              progress: bool = True, spec_file: str | Path | None = None) -> StudyResult:
+              progress: bool = True, spec_file: str | Path | None = None,
+              executor: Any = None) -> StudyResult:
     """Run (or resume) ``spec`` into ``out``; see the module docstring for the stages.
 
     Every refusal that needs no output (registries, names, sizes, bundles, camera
     files, free space: :func:`bench.study.preflight.check_study`) comes before
-    ``out`` is created; ``out`` is locked while the run writes it.
+    ``out`` is created; ``out`` is locked while the run writes it. ``executor``
+    (:class:`bench.study.executors.ExecutorConfig`; default serial) runs the rollouts.
     """
     from bench.study.analysis import analyse
     from bench.study.preflight import check_study
@@ -589,9 +582,11 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
 
             sequential: dict = {}
             ran = run_sequential_rollouts(spec, store, bundles, out, progress=progress,
-                                          write_report=False, results_out=sequential)
+                                          write_report=False, results_out=sequential,
+                                          executor=executor)
         else:
-            ran = run_rollouts(spec, store, bundles, progress=progress, out=out)
+            ran = run_rollouts(spec, store, bundles, progress=progress, out=out,
+                               executor=executor)
         from bench.study.faults import RolloutLog
         from bench.study.obs_policy import score_obs_policy
 
@@ -599,8 +594,9 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
             errors = log.errors(spec.name)
             if errors:  # only the fault tables: a study with errored rollouts is not analysed
                 _write_tables(spec, store, out, None, log.export_csv)
-                raise BenchError(f"{len(errors)} rollouts ended in a policy fault (not counted as "
-                                 f"failures; reasons in {out / 'tables' / 'errors.csv'}), e.g. "
+                reasons = out / "tables" / "errors.csv"
+                raise BenchError(f"{len(errors)} rollouts ended in a policy fault or failed to "
+                                 f"execute (not counted as failures; reasons in {reasons}), e.g. "
                                  f"{errors[0]['reason']}; fix the policy or server and rerun with "
                                  "--resume")
             _log("scoring OBS-Policy frames")

@@ -70,7 +70,7 @@ def _real_counts(outcomes: dict, policy: str) -> tuple[int, int]:
 
 def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict, out: Path, *,
                             progress: bool = True, write_report: bool = True,
-                            results_out: dict | None = None) -> int:
+                            results_out: dict | None = None, executor: Any = None) -> int:
     """Run the rollouts of ``spec`` with sequential stopping; write its table and figures.
 
     Args:
@@ -83,6 +83,7 @@ def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict,
             study runner passes False and writes them into its staged ``tables/`` with
             :func:`write_sequential_report` (``results_out`` receives what it needs).
         results_out: Filled with the per-pair results when given.
+        executor: Where each look's rollouts run (:mod:`bench.study.executors`).
 
     Returns:
         The number of rollouts run now (resumed rows already stored are not counted).
@@ -104,7 +105,7 @@ def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict,
         decisions: dict[str, SequentialDecision] = {}
         for index, look in enumerate(looks):
             ran += run_rollouts(_pair_spec(spec, scene, task, look), store, bundles,
-                                progress=False, out=out)
+                                progress=False, out=out, executor=executor)
             outcomes = _outcomes(store, spec, scene, task)
             decisions = {c: decide(*_paired(outcomes, c, p1, p2, look), config,
                                    max_trials=cap) for c in spec.all_conditions}

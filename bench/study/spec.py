@@ -491,12 +491,16 @@ def spec_from_dict(data: dict[str, Any], *, base: str | os.PathLike | None = Non
     """Build a spec from parsed JSON; relative bundle paths resolve against ``base``."""
     if not isinstance(data, dict):
         raise BenchError("a study spec must be a JSON object")
-    known = {f.name for f in dataclasses.fields(StudySpec)}
+    known = {f.name for f in dataclasses.fields(StudySpec)} | {"executor"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise BenchError(f"unknown spec keys {unknown}; valid keys: {sorted(known)}")
-    check_field_types(data)
     data = dict(data)
+    if "executor" in data:  # where rollouts run, not what the study is: kept out of its hash
+        from bench.study.executors import ExecutorConfig
+
+        ExecutorConfig.from_dict(data.pop("executor"))  # refused here, before any output
+    check_field_types(data)
     root = Path(base) if base is not None else Path.cwd()
 
     def resolve(p: str) -> str:

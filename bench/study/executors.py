@@ -1,0 +1,564 @@
+"""Study executors: where the rollouts of a study run (``serial``, ``process``, ``ray``).
+
+Every executor runs the same unit of work, :func:`run_chunk` - a few rollouts of one
+(scene, condition, task, domain) - and hands each rollout's :class:`RolloutOutcome`
+back to the driver. The driver alone writes the results store
+(:func:`bench.study.runner.commit_outcome`): a row is committed as soon as it
+arrives, so resume, idempotence and "0 lost / 0 duplicated" hold whatever runs the
+rollouts, and the rows are the same bytes whichever executor ran them (a rollout
+depends only on its bundle, task, policy and initial condition: ``env.reset`` and
+``policy.reset`` are seeded per episode).
+
+Entries of :data:`EXECUTORS` (metadata: ``parallel``, ``needs``):
+
+* ``serial`` - in the driver's process, chunk by chunk (the default).
+* ``process`` - a local pool (``concurrent.futures`` with the ``spawn`` context;
+  default workers = all cores). Each worker keeps the last loaded background and one
+  env (+ policies) per (scene, condition, task), reused across the rollouts it gets.
+* ``ray`` - Ray tasks on a running cluster (``address``) or a local one; needs the
+  optional ``ray`` extra and bundle paths every node can read (a shared filesystem).
+
+Chunks are dispatched in plan order with at most ``workers`` in flight, so the
+workers move through the (scene, condition) groups together and each loads a
+bundle once per group. A rollout whose execution fails (an exception, a worker
+process that died) is *not* a task failure: the reason goes into the study's
+``executor_attempts`` table and the rollout is retried up to ``retries`` times;
+after that it is recorded as a rollout error (``errors.csv``) and
+``bench study run --resume`` reruns it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.errors import BenchError
+from bench.registry import Registry
+
+if TYPE_CHECKING:
+    import numpy as np
+
+EXECUTORS: Registry[Callable[..., Any]] = Registry("executor")
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """How a study's rollouts are executed (spec key ``executor``; ``bench study run`` flags).
+
+    Not part of the study's science: it is kept out of the spec hash, so a study may be
+    resumed with another executor. The CLI flags are derived from these fields
+    (:func:`add_executor_arguments`).
+
+    Attributes:
+        kind: Executor registry name (``serial``, ``process``, ``ray``).
+        workers: Parallel workers (count); 0 = all cores (``process``) or all the
+            cluster's CPUs (``ray``). Ignored by ``serial``.
+        address: Ray cluster address (``auto``, ``HOST:PORT``); "" starts a local one.
+        retries: Times a rollout whose execution failed is retried (count).
+        chunk_size: Rollouts per work item sent to a worker (count).
+        threads: Torch intra-op threads per ``process`` worker (count); 0 = cores / workers.
+    """
+
+    kind: str = field(default="serial", metadata={
+        "flag": "--executor", "help": "where rollouts run: serial (default), process, ray"})
+    workers: int = field(default=0, metadata={
+        "flag": "--workers", "aliases": ("--num-workers",),
+        "help": "parallel workers (count; 0 = all cores / cluster CPUs)"})
+    address: str = field(default="", metadata={
+        "flag": "--address", "help": "ray cluster address (auto or HOST:PORT; default: a "
+        "local cluster)"})
+    retries: int = field(default=2, metadata={
+        "flag": "--retries", "help": "retries of a rollout whose execution failed (count)"})
+    chunk_size: int = field(default=1, metadata={
+        "flag": "--chunk-size", "help": "rollouts per work item sent to a worker (count)"})
+    threads: int = field(default=0, metadata={
+        "flag": "--threads-per-worker", "help": "torch threads of each pool worker (count; "
+        "0 = cores / workers, so workers do not oversubscribe the cores)"})
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXECUTORS:
+            raise BenchError(EXECUTORS._unknown_message(self.kind) + "; set executor.kind / "
+                             "--executor to one of them")
+        for name in ("workers", "retries", "threads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise BenchError(f"executor {name} must be an integer >= 0, got {value!r}")
+        if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
+            raise BenchError(f"executor chunk_size must be an integer >= 1, got "
+                             f"{self.chunk_size!r}")
+        if not isinstance(self.address, str):
+            raise BenchError(f"executor address must be a string, got {self.address!r}")
+        if self.address and self.kind != "ray":
+            raise BenchError("--address is for --executor ray; drop it or use ray")
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ExecutorConfig:
+        """From the spec's ``executor`` value: a name, or an object of the fields."""
+        if isinstance(data, str):
+            data = {"kind": data}
+        if not isinstance(data, dict):
+            raise BenchError(f"spec key executor must be a name or an object, got {data!r}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise BenchError(f"unknown executor keys {unknown}; valid keys: {sorted(known)}")
+        return cls(**data)
+
+    def resolved_workers(self) -> int:
+        """Workers to start (``process``: 0 means every core)."""
+        return self.workers or (os.cpu_count() or 1)
+
+    def resolved_threads(self) -> int:
+        """Torch threads per ``process`` worker."""
+        return self.threads or max(1, (os.cpu_count() or 1) // self.resolved_workers())
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """One CLI flag per :class:`ExecutorConfig` field (default None: the spec's value)."""
+    for f in dataclasses.fields(ExecutorConfig):
+        kind = int if f.type in ("int", int) else str
+        parser.add_argument(f.metadata["flag"], *f.metadata.get("aliases", ()),
+                            dest=f"exec_{f.name}", metavar=f.name.upper(), type=kind,
+                            default=None,
+                            help=f"{f.metadata['help']} [{f.default}]")
+
+
+def config_from_args(args: argparse.Namespace, base: ExecutorConfig | None = None
+                     ) -> ExecutorConfig:
+    """``base`` (the spec's) with every flag that was given on the command line."""
+    base = base or ExecutorConfig()
+    given = {f.name: getattr(args, f"exec_{f.name}") for f in dataclasses.fields(ExecutorConfig)
+             if getattr(args, f"exec_{f.name}", None) is not None}
+    return dataclasses.replace(base, **given)
+
+
+def executor_from_spec_file(path: str | os.PathLike) -> ExecutorConfig:
+    """The ``executor`` key of a spec file (default :class:`ExecutorConfig` when absent)."""
+    from bench.provenance import read_json
+
+    data = read_json(Path(path), what="spec file",
+                     fix="write a JSON StudySpec (see bench.study.spec)")
+    if isinstance(data, dict) and "executor" in data:
+        return ExecutorConfig.from_dict(data["executor"])
+    return ExecutorConfig()
+
+
+# --------------------------------------------------------------------------- the work unit
+
+
+@dataclass(frozen=True)
+class RolloutChunk:
+    """Rollouts of one (scene, condition, task, domain), run in order by one worker.
+
+    ``latencies`` holds the measured policy latency (ms) of each policy already known
+    to the store (``deployment.latency_ms = "measured"``); None: measure it first.
+    """
+
+    scene: str
+    condition: str
+    task: str
+    domain: str
+    items: tuple[tuple[str, int], ...]  # (policy, trial)
+    bundle: str  # bundle directory
+    manifest_sha256: str
+    latencies: tuple[tuple[str, float | None], ...] = ()
+
+    @property
+    def group(self) -> tuple[str, str, str]:
+        return (self.scene, self.condition, self.task)
+
+
+@dataclass
+class RolloutOutcome:
+    """What one rollout produced, for the driver to commit.
+
+    Attributes:
+        key: (study, scene, condition, task, policy, domain, trial).
+        row: The row to store (None when the rollout ended in a policy fault).
+        error: The policy fault ("" when none).
+        latencies: Per-query latency (ms) of the rollout.
+        frames: OBS-Policy frames to keep (F arrays ``[H, W, 3]`` uint8), or None.
+    """
+
+    key: tuple
+    row: Any
+    error: str
+    latencies: list[float]
+    frames: list[np.ndarray] | None = None
+
+
+@dataclass
+class MeasuredLatency:
+    """A policy latency a worker measured (``deployment.latency_ms = "measured"``)."""
+
+    task: str
+    policy: str
+    p50_ms: float
+
+
+class WorkerState:
+    """What a worker keeps between chunks: the last background, one env + policies.
+
+    Args:
+        spec: The study.
+        keep_env: Keep the env of the last (scene, condition, task) open for the next
+            chunk of the same group (workers); False closes it after every chunk (serial).
+    """
+
+    def __init__(self, spec: Any, *, keep_env: bool = True) -> None:
+        self.spec = spec
+        self.keep_env = keep_env
+        self._bundle: tuple[tuple[str, str], Any] | None = None
+        self._env: tuple[tuple[str, str, str], Any, dict] | None = None
+
+    def background(self, scene: str, condition: str, path: str) -> Any:
+        from bench.scene.bundle import load_scene
+
+        if self._bundle is None or self._bundle[0] != (scene, condition):
+            self._bundle = None  # keep one background in memory
+            self._bundle = ((scene, condition), load_scene(Path(path)))
+        return self._bundle[1]
+
+    def env_and_policies(self, chunk: RolloutChunk) -> tuple[Any, dict]:
+        import bench.policies.visual  # noqa: F401 - registers the visual policies
+        import bench.sim
+        from bench.policies import make_policy
+        from bench.policies.entry import build_ref
+        from bench.study.deployment import Deployment
+
+        if self._env is not None and self._env[0] == chunk.group:
+            return self._env[1], self._env[2]
+        self.close()
+        spec = self.spec
+        deployment = Deployment.from_dict(spec.deployment)
+        bundle = self.background(chunk.scene, chunk.condition, chunk.bundle)
+        env = bench.sim.make_env(chunk.task, bundle, image_size=spec.image_size,
+                                 max_frames=spec.frames_limit(chunk.scene, chunk.task),
+                                 render_backend=spec.render_backend,
+                                 **deployment.env_overrides())
+        try:
+            policies = {p: (build_ref(spec.policy_refs[p], env, seed=spec.seed)
+                            if p in spec.policy_refs else make_policy(p, env, seed=spec.seed))
+                        for p in spec.policies[chunk.task]}
+        except BaseException:
+            env.close()
+            raise
+        self._env = (chunk.group, env, policies)
+        return env, policies
+
+    def close(self) -> None:
+        if self._env is not None:
+            env, self._env = self._env[1], None
+            env.close()
+
+
+def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
+    """Run ``chunk``; yields :class:`MeasuredLatency` (first, if any) then one outcome each."""
+    from bench.sim.rollout import run_episode
+    from bench.study.deployment import Deployment, measure_latency_ms
+    from bench.study.obs_policy import obs_policy_enabled
+    from bench.study.runner import init_condition
+    from bench.study.store import RolloutRow
+
+    spec = state.spec
+    deployment = Deployment.from_dict(spec.deployment)
+    keep = obs_policy_enabled(spec) and chunk.domain == "sim"
+    env, policies = state.env_and_policies(chunk)
+    try:
+        known = dict(chunk.latencies)
+        executions = {}
+        for p, policy in policies.items():
+            measured = None
+            if deployment.measured:
+                measured = known.get(p)
+                if measured is None:
+                    start = init_condition(spec, chunk.domain, chunk.items[0][1])
+                    measured = measure_latency_ms(env, policy, condition=start)
+                    yield MeasuredLatency(chunk.task, p, measured)
+            executions[p] = deployment.execution_for(measured)
+        for policy, trial in chunk.items:
+            start = init_condition(spec, chunk.domain, trial)
+            key = (spec.name, chunk.scene, chunk.condition, chunk.task, policy, chunk.domain,
+                   trial)
+            latencies: list[float] = []
+            extra = {"record_frames": True} if keep else {}
+            record, frames, _ = run_episode(env, policies[policy], condition=start,
+                                            episode=trial, policy_name=policy,
+                                            latencies=latencies,
+                                            execution=executions[policy], **extra)
+            if record.status == "error":
+                yield RolloutOutcome(key, None, record.error, latencies)
+                continue
+            kept = None
+            if keep:
+                kept = list(frames[:record.policy_queries][::spec.obs_policy_every])
+            yield RolloutOutcome(key, RolloutRow(
+                study=spec.name, scene=chunk.scene, condition=chunk.condition, task=chunk.task,
+                policy=policy, domain=chunk.domain, trial=trial, init_condition=start,
+                success=record.success, progress_final=record.progress_final,
+                progress_max=record.progress_max, frames=record.frames,
+                failure=record.failure, truncated=record.truncated,
+                first_grasp_frame=record.first_grasp_frame,
+                manifest_sha256=chunk.manifest_sha256), "", latencies, kept)
+    finally:
+        if not state.keep_env:
+            state.close()
+
+
+# --------------------------------------------------------------------------- executors
+
+
+class Driver:
+    """The driver's side of an execution: commit outcomes, count attempts, show progress.
+
+    Args:
+        commit: Called with every :class:`RolloutOutcome` / :class:`MeasuredLatency`.
+        attempt_failed: Called with (rollout key, reason); returns True if the rollout
+            may be retried.
+        bar: A tqdm bar (one update per rollout).
+    """
+
+    def __init__(self, commit: Callable[[Any], None],
+                 attempt_failed: Callable[[tuple, str], bool], bar: Any,
+                 latency: Callable[[str, str], float | None] = lambda task, policy: None
+                 ) -> None:
+        self.commit = commit
+        self.attempt_failed = attempt_failed
+        self.bar = bar
+        self.latency = latency
+
+    def refresh(self, chunk: RolloutChunk) -> RolloutChunk:
+        """``chunk`` with the policy latencies known now (measured by an earlier chunk)."""
+        known = tuple((p, self.latency(chunk.task, p) if m is None else m)
+                      for p, m in chunk.latencies)
+        return dataclasses.replace(chunk, latencies=known)
+
+    def deliver(self, events: list[Any]) -> None:
+        for event in events:
+            self.commit(event)
+            if isinstance(event, RolloutOutcome):
+                self.bar.update(1)
+
+    def failed(self, spec: Any, chunk: RolloutChunk, done: set[tuple], reason: str, *,
+               running_only: bool = False) -> RolloutChunk | None:
+        """The rest of ``chunk`` to retry (None when nothing may be retried).
+
+        Every rollout not in ``done`` is charged an attempt, or with ``running_only`` only
+        the first of them (the one that raised; the others never started).
+        """
+        left = []
+        charged = False
+        for policy, trial in chunk.items:
+            key = (spec.name, chunk.scene, chunk.condition, chunk.task, policy, chunk.domain,
+                   trial)
+            if key in done:
+                continue
+            if running_only and charged:
+                left.append((policy, trial))
+                continue
+            charged = True
+            if self.attempt_failed(key, reason):
+                left.append((policy, trial))
+            else:
+                self.bar.update(1)
+        return dataclasses.replace(chunk, items=tuple(left)) if left else None
+
+
+@EXECUTORS.register("serial", parallel=False, needs=None,
+                    description="in the driver's process, chunk by chunk (default)")
+def run_serial(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: ExecutorConfig
+               ) -> None:
+    """Run every chunk in this process; a raised exception is retried like a worker's."""
+    state = WorkerState(spec, keep_env=False)
+    for chunk in chunks:
+        todo: RolloutChunk | None = chunk
+        while todo is not None:
+            done: set[tuple] = set()
+            events = run_chunk(state, driver.refresh(todo))
+            while True:
+                try:  # only the rollouts' own errors are retried; the driver's commits raise
+                    event = next(events)
+                except StopIteration:
+                    todo = None
+                    break
+                except BenchError:  # the user's to fix (a bad policy ref ...): not retried
+                    state.close()
+                    raise
+                except Exception as exc:  # noqa: BLE001 - recorded and retried, not a failure
+                    state.close()
+                    todo = driver.failed(spec, todo, done, f"{type(exc).__name__}: {exc}",
+                                         running_only=True)
+                    break
+                driver.deliver([event])
+                if isinstance(event, RolloutOutcome):
+                    done.add(event.key)
+
+
+_WORKER: WorkerState | None = None
+
+
+def _worker_init(spec: Any, threads: int = 0) -> None:
+    global _WORKER
+    if threads:  # the pool's workers share the cores (torch defaults to all of them each)
+        import torch
+
+        torch.set_num_threads(threads)
+    if _WORKER is not None:
+        _WORKER.close()
+    _WORKER = WorkerState(spec)
+
+
+def worker_run(chunk: RolloutChunk, spec: Any = None) -> list[Any]:
+    """Run ``chunk`` in a worker process (its state kept between calls); all its events."""
+    if _WORKER is None or (spec is not None and _WORKER.spec != spec):
+        _worker_init(spec)
+    try:
+        return list(run_chunk(_WORKER, chunk))
+    except BaseException:
+        _WORKER.close()  # a half-used env is not reused
+        raise
+
+
+def _pump(spec: Any, chunks: list[RolloutChunk], driver: Driver, workers: int,
+          submit: Callable[[RolloutChunk], Any], wait: Callable[[list], tuple[list, list]],
+          result: Callable[[Any], list], restart: Callable[[], None],
+          crashed: Callable[[BaseException], bool]) -> None:
+    """Keep ``workers`` chunks in flight; commit results, retry failures (shared by pools)."""
+    queue = list(reversed(chunks))
+    flight: dict[Any, RolloutChunk] = {}
+    while queue or flight:
+        while queue and len(flight) < workers:
+            chunk = queue.pop()
+            flight[submit(driver.refresh(chunk))] = chunk
+        finished, _ = wait(list(flight))
+        broken = False
+        for handle in finished:
+            chunk = flight.pop(handle)
+            try:
+                events = result(handle)
+            except BenchError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - recorded and retried, never a failure
+                broken = broken or crashed(exc)
+                retry = driver.failed(spec, chunk, set(), _reason(exc))
+                if retry is not None:
+                    queue.append(retry)
+                continue
+            driver.deliver(events)
+        if broken:  # a dead worker takes the pool with it: the chunks in flight are lost
+            for chunk in list(flight.values()):
+                retry = driver.failed(spec, chunk, set(), "worker pool broken by another "
+                                      "worker's death while this ran")
+                if retry is not None:
+                    queue.append(retry)
+            flight.clear()
+            restart()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"[:500]
+
+
+@EXECUTORS.register("process", parallel=True, needs=None,
+                    description="local process pool (spawn), default workers = all cores")
+def run_process(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: ExecutorConfig
+                ) -> None:
+    """Run the chunks on a local ``spawn`` process pool."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
+    from concurrent.futures import wait as wait_futures
+    from concurrent.futures.process import BrokenProcessPool
+
+    workers = config.resolved_workers()
+    context = multiprocessing.get_context("spawn")
+    pool: list[ProcessPoolExecutor] = []
+
+    def start() -> None:
+        pool.append(ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                        initializer=_worker_init,
+                                        initargs=(spec, config.resolved_threads())))
+
+    def restart() -> None:
+        pool.pop().shutdown(wait=True, cancel_futures=True)
+        start()
+
+    start()
+    try:
+        _pump(spec, chunks, driver, workers,
+              submit=lambda c: pool[-1].submit(worker_run, c),
+              wait=lambda fs: tuple(wait_futures(fs, return_when=FIRST_COMPLETED)),
+              result=lambda f: f.result(), restart=restart,
+              crashed=lambda exc: isinstance(exc, BrokenProcessPool))
+    finally:
+        pool[-1].shutdown(wait=True, cancel_futures=True)
+
+
+def pool_worker_pids(executor: Any) -> list[int]:
+    """Process ids of a ``ProcessPoolExecutor``'s workers (for tests and diagnostics)."""
+    return sorted(executor._processes)  # noqa: SLF001 - no public accessor
+
+
+@EXECUTORS.register("ray", parallel=True, needs="ray",
+                    description="Ray tasks on a cluster (--address) or a local one")
+def run_ray(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: ExecutorConfig
+            ) -> None:
+    """Run the chunks as Ray tasks (bundle paths must be readable by every node)."""
+    try:
+        import ray
+    except ImportError:
+        raise BenchError("--executor ray needs the ray package; pip install 'splatbench[ray]' "
+                         "or use --executor process") from None
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if config.address:
+            kwargs["address"] = config.address
+        elif config.workers:
+            kwargs["num_cpus"] = config.workers
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, RuntimeError) as exc:
+            raise BenchError(f"cannot reach the ray cluster {config.address!r} ({exc}); start "
+                             "it (ray start --head) or pass --address HOST:PORT") from None
+        started = True
+    try:
+        workers = config.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        spec_ref = ray.put(spec)
+        remote = ray.remote(num_cpus=1, max_retries=0)(worker_run)
+        _pump(spec, chunks, driver, workers,
+              submit=lambda c: remote.remote(c, spec_ref),
+              wait=lambda refs: ray.wait(refs, num_returns=1),
+              result=ray.get, restart=lambda: None, crashed=lambda exc: False)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def chunks_of(spec: Any, todo: dict, bundles: dict, *, size: int | None) -> list[RolloutChunk]:
+    """Work items: each (scene, condition, task, domain) group of ``todo`` cut into ``size``.
+
+    ``size`` None keeps each group whole (serial: one env per group, as always).
+    """
+    chunks = []
+    for (scene, cond, task, domain), items in todo.items():
+        known = tuple((p, None) for p in spec.policies[task])
+        bundle = bundles[(scene, cond)]
+        step = size or len(items)
+        for i in range(0, len(items), step):
+            chunks.append(RolloutChunk(scene, cond, task, domain, tuple(items[i:i + step]),
+                                       str(bundle.path), bundle.manifest_sha256, known))
+    return chunks
+
+
+def _log(message: str) -> None:
+    print(f"[bench study] {message}", file=sys.stderr)
