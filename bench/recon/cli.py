@@ -245,7 +245,7 @@ def _run_capture_import(args: argparse.Namespace) -> int:
 def _add_train(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train",
-        help="train a 3DGS background from a capture manifest (gsplat on CUDA, torch on CPU)",
+        help="train a 3DGS background from a capture manifest (gsplat on CUDA, Warp on CPU)",
         description="Train 3D Gaussians on the training views of a capture manifest, optionally "
         "restricted by a coverage plan, and write a scene bundle (background.ply + scene.json), "
         "a training log with held-out PSNR, the resolved config and a provenance manifest.",
