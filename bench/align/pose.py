@@ -250,7 +250,7 @@ def mujoco_link_poses(model, data, bodies: list[str]) -> np.ndarray:  # -> [L, 4
     """``world_from_body`` of named MuJoCo bodies (for :class:`LinkFollower`)."""
     import mujoco
 
-    from bench.sim.softbody.reference import quat_to_mat
+    from bench.geometry import quat_to_mat
 
     out = np.tile(np.eye(4), (len(bodies), 1, 1))
     for k, name in enumerate(bodies):

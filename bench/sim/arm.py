@@ -30,13 +30,13 @@ import mujoco
 import numpy as np
 
 from bench.errors import BenchError
+from bench.geometry import mat_to_quat, mat_to_rotvec, pose, quat_to_mat, yaw_mat
 from bench.sim.robot import (
     HAND_BODY,
     GripperConfig,
     add_jaw_actuator,
     add_parallel_jaw,
 )
-from bench.sim.transforms import mat_to_quat, mat_to_rotvec, pose, quat_to_mat, yaw_mat
 
 ROBOT_DIR = Path(__file__).with_name("robots")
 BUILTIN_ARMS = {"arm6": ROBOT_DIR / "arm6.xml"}

@@ -67,11 +67,11 @@ import mujoco
 import numpy as np
 
 from bench.errors import BenchError
+from bench.geometry import interpolate_pose, rotvec_to_mat
 from bench.sim.config import EnvConfig
 from bench.sim.progress import make_progress_scorer, step_state
 from bench.sim.state import TaskState
 from bench.sim.tasks import TaskSpec, get_task
-from bench.sim.transforms import interpolate_pose, rotvec_to_mat
 from bench.sim.world import TableGeometry, World
 
 ACTION_DIM = 7

@@ -16,12 +16,12 @@ import mujoco
 import numpy as np
 
 from bench.errors import BenchError
+from bench.geometry import mat_to_quat, pose, top_down_mat, yaw_mat
 from bench.sim.grasp import Grasp, GraspConfig, add_grasp_welds
 from bench.sim.objects import TABLE_GROUP, add_object
 from bench.sim.robot import HAND_BODY, LEFT_PAD, RIGHT_PAD, FloatingGripper, Robot
 from bench.sim.state import ObjectState, TaskState
 from bench.sim.tasks import TaskSpec
-from bench.sim.transforms import mat_to_quat, pose, top_down_mat, yaw_mat
 
 TABLE_THICKNESS = 0.04  # m; only the top face matters
 FELL_THROUGH_DEPTH = 0.03  # m below the table top, inside the footprint -> fell through

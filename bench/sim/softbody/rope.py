@@ -25,6 +25,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from bench.geometry import interpolate_pose, mat_to_quat, pose, rotvec_to_mat, top_down_mat
 from bench.sim.config import EnvConfig
 from bench.sim.env import ACTION_DIM, PROPRIO_DIM, check_table_registration, resolve_scene
 from bench.sim.grasp import GraspConfig
@@ -32,7 +33,6 @@ from bench.sim.robot import HAND_BODY, FloatingGripper
 from bench.sim.softbody.coupling import GeomColliders, SoftGrasp, SoftGraspConfig
 from bench.sim.softbody.model import SpringMassConfig, SpringMassModel, neighbour_springs
 from bench.sim.softbody.task import ROPE_GRID, ROPE_TASK, RopeTask  # noqa: F401 - re-export
-from bench.sim.transforms import interpolate_pose, mat_to_quat, pose, rotvec_to_mat, top_down_mat
 from bench.sim.world import TABLE_THICKNESS, TableGeometry
 
 ROPE_NODES = 31

@@ -364,8 +364,8 @@ def test_pick_up_rule_succeeds_when_the_expert_lifts(small_scene, tmp_path):
 
 
 def test_push_to_target_is_in_the_table_frame(tmp_path):
+    from bench.geometry import pose, yaw_mat
     from bench.sim.state import ObjectState, TaskState
-    from bench.sim.transforms import pose, yaw_mat
 
     data = copy.deepcopy(BOX_TASK)
     data["success"] = {"rule": "push_to", "params": {"target_xy": [0.1, 0.0],
