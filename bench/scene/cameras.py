@@ -17,8 +17,7 @@ Conventions (the same everywhere in the bench):
   polynomial stops increasing).
 
 Camera files (JSON lists, COLMAP, ``transforms.json``) are read and written by
-:mod:`bench.scene.camera_files`; ``load_cameras``, ``save_cameras``,
-``convert_cameras`` and ``FORMATS`` stay importable from here (the documented path).
+:mod:`bench.scene.camera_files` (``load_cameras``, ``save_cameras``, ``convert_cameras``).
 """
 
 from __future__ import annotations
@@ -439,16 +438,3 @@ def interpolate_poses(poses: np.ndarray, times: Sequence[float]) -> np.ndarray: 
     for axis in range(3):
         out[:, axis, 3] = np.interp(times, keys, poses[:, axis, 3])
     return out
-
-
-_FILE_API = ("FORMATS", "convert_cameras", "load_cameras", "save_cameras")
-
-
-def __getattr__(name: str):
-    # The camera-file functions' documented import path (README, docs): loaded on first use,
-    # since bench.scene.camera_files imports this module.
-    if name in _FILE_API:
-        from bench.scene import camera_files
-
-        return getattr(camera_files, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
