@@ -33,7 +33,7 @@ from bench.errors import BenchError
 __all__ = [
     "ORTHONORMAL_TOL", "Similarity", "interpolate_pose", "look_at", "mat_to_quat",
     "mat_to_rotvec", "pose", "quat_mul", "quat_normalize", "quat_slerp", "quat_to_mat",
-    "rotvec_to_mat", "slerp_mat", "top_down_mat", "wrap_angle", "yaw_mat",
+    "rotvec_to_mat", "slerp_mat", "top_down_mat", "wrap_angle", "yaw_mat", "yaw_quat",
 ]
 
 ORTHONORMAL_TOL = 1e-4  # max |R^T R - I| accepted (JSON matrices carry ~6-8 digits)
@@ -176,6 +176,11 @@ def yaw_mat(yaw: float) -> np.ndarray:  # -> [3, 3]
     """Rotation about world +z by ``yaw`` radians."""
     c, s = np.cos(yaw), np.sin(yaw)
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def yaw_quat(yaw: float) -> np.ndarray:  # -> [4]
+    """Quaternion ``(w, x, y, z)`` of the rotation about world +z by ``yaw`` radians."""
+    return np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
 
 
 def top_down_mat(yaw: float) -> np.ndarray:  # -> [3, 3]

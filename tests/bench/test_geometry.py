@@ -145,6 +145,8 @@ def test_look_at_closed_form_and_errors():
 def test_pose_helpers():
     np.testing.assert_allclose(G.yaw_mat(0.3), Rotation.from_euler("z", 0.3).as_matrix(),
                                atol=1e-15)
+    for yaw in (-2.0, 0.0, 0.3, math.pi):
+        np.testing.assert_allclose(G.quat_to_mat(G.yaw_quat(yaw)), G.yaw_mat(yaw), atol=1e-15)
     down = G.top_down_mat(0.4)
     np.testing.assert_allclose(down @ [0.0, 0.0, 1.0], [0.0, 0.0, -1.0], atol=1e-15)
     assert np.linalg.det(down) == pytest.approx(1.0, abs=1e-14)
