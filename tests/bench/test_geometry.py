@@ -69,6 +69,14 @@ def test_quaternions_match_scipy_batched_and_single():
                                (rot * other).as_matrix(), atol=1e-14)
 
 
+def test_batched_mat_to_quat_agrees_up_to_sign():
+    mats = np.concatenate([_random_rotations(300, seed=9), np.stack(_awkward_rotations())])
+    batch = G.mat_to_quat_batch(mats)
+    single = G.mat_to_quat(mats)
+    np.testing.assert_allclose(np.abs(np.sum(batch * single, axis=1)), 1.0, atol=1e-12)
+    np.testing.assert_allclose(G.quat_to_mat(batch), mats, atol=1e-12)
+
+
 def test_mat_to_quat_round_trip_at_branch_edges():
     for m in _awkward_rotations():
         q = G.mat_to_quat(m)

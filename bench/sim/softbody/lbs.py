@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.geometry import quat_mul
+from bench.geometry import mat_to_quat_batch, quat_mul
 
 
 def _kabsch_batch(rest: np.ndarray, now: np.ndarray) -> np.ndarray:  # [N, K, 3] x2 -> [N, 3, 3]
@@ -28,13 +28,6 @@ def _kabsch_batch(rest: np.ndarray, now: np.ndarray) -> np.ndarray:  # [N, K, 3]
     d = np.sign(np.linalg.det(u @ vt))
     u[:, :, 2] *= d[:, None]
     return u @ vt
-
-
-def _mat_to_quat_batch(r: np.ndarray) -> np.ndarray:  # [N, 3, 3] -> [N, 4] (w, x, y, z)
-    from scipy.spatial.transform import Rotation
-
-    xyzw = Rotation.from_matrix(r).as_quat()
-    return xyzw[:, [3, 0, 1, 2]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,7 +91,7 @@ class LBSBinding:
         offsets = self.rest_means[:, None, :] - self.rest_nodes[idx]  # [G, k, 3]
         moved = np.einsum("gkij,gkj->gki", rot[idx], offsets) + nodes_now[idx]
         means = (w[..., None] * moved).sum(1)
-        q = _mat_to_quat_batch(rot)[idx]  # [G, k, 4]
+        q = mat_to_quat_batch(rot)[idx]  # [G, k, 4]
         q = q * np.sign(np.einsum("gki,gi->gk", q, q[:, 0]))[..., None]  # one hemisphere
         blend = (w[..., None] * q).sum(1)
         blend /= np.linalg.norm(blend, axis=1, keepdims=True)
