@@ -32,7 +32,7 @@ CLI_MODULES = (
     "perturbations.cli",  # bench perturb
     "bench.render.cli",  # bench render
     "metrics.cli",  # bench score
-    "bench.sim.cli",  # bench rollout
+    "bench.rollout_cli",  # bench rollout (outside bench.sim: it builds policies)
     "bench.sim.task_cli",  # bench task validate | show
     "bench.serve_cli",  # bench serve (parser outside bench.policies: its package import is heavy)
     "bench.recon.cli",  # bench capture, bench coverage, bench train

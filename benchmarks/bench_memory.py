@@ -51,7 +51,8 @@ JOBS = {
 def build_bundle(root: Path, n: int) -> Path:
     """Save the sample room grown to ``n`` Gaussians as a registered bundle under ``root``."""
     from bench.scene.bundle import save_scene
-    from bench.scene.cameras import Camera, look_at, save_cameras
+    from bench.scene.camera_files import save_cameras
+    from bench.scene.cameras import Camera, look_at
     from bench.scene.sample import make_sample_scene
 
     scene = root / "scene"

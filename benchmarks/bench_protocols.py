@@ -4,8 +4,8 @@ Run: ``python benchmarks/bench_protocols.py [--repeats N]``.
 
 Measured side by side in one run:
 
-* progress scoring of a recorded stream: vectorised :func:`protocols.progress.score_stream`
-  vs stepping :class:`protocols.progress.ProgressScorer` (identical numbers, tested);
+* progress scoring of a recorded stream: vectorised :func:`bench.sim.progress.score_stream`
+  vs stepping :class:`bench.sim.progress.ProgressScorer` (identical numbers, tested);
 * MMRV: vectorised :func:`protocols.ranking.mmrv` vs the double loop
   :func:`protocols.ranking.mmrv_reference`;
 * the YUBI regeneration: tables only vs tables + 10 figures (PNG + PDF).
@@ -35,7 +35,7 @@ def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
 
 
 def _place_stream(steps: int):
-    from protocols.progress import Frames
+    from bench.sim.progress import Frames
 
     t = np.linspace(0.0, 1.0, steps)
     cup = np.zeros((steps, 7))
@@ -52,7 +52,7 @@ def _place_stream(steps: int):
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmarks and print a Markdown table."""
-    from protocols.progress import ProgressScorer, StepState, place_in, score_stream
+    from bench.sim.progress import ProgressScorer, StepState, place_in, score_stream
     from protocols.ranking import mmrv, mmrv_reference
     from protocols.yubi import load_yubi
     from protocols.yubi_report import clean_ranking, figures, mae_table, reliability_tables, table1

@@ -39,9 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def make_scan(n: int, path: Path) -> None:
     import numpy as np
 
+    from bench.geometry import Similarity
     from bench.scene.ply import write_ply
     from bench.scene.sample import sample_background, sample_world_from_splat
-    from bench.scene.transforms import Similarity, transform_splats
+    from bench.scene.transforms import transform_splats
 
     world = sample_background(seed=0, n_gaussians=n)
     splat = transform_splats(world, Similarity.from_matrix(sample_world_from_splat()).inverse())

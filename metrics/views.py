@@ -129,7 +129,7 @@ def _load_bundle(scene: Any):
 
 def scene_cameras(bundle: Any, role: str) -> list:
     """Cameras of ``role`` from a scene bundle's camera file."""
-    from bench.scene.cameras import load_cameras
+    from bench.scene.camera_files import load_cameras
 
     if role not in bundle.cameras:
         raise BenchError(

@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from bench.geometry import Similarity
 from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
 from bench.scene.bundle import BACKGROUND_FILE, SCENE_FILE, SceneBundle, write_scene_files
 from bench.scene.gaussians import GaussianSplats
-from bench.scene.transforms import Similarity, rotate_sh_rest, transform_splats
+from bench.scene.transforms import rotate_sh_rest, transform_splats
 from perturbations.base import EditStats
 from perturbations.registry import PERTURBATIONS, make_params, tool_id
 

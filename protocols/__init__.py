@@ -5,7 +5,6 @@ Modules:
     ranking: pairwise ranking agreement (Acc_rank), MAE, SIMPLER's MMRV, Pearson/Spearman/Kendall.
     transitions: what a counterfactual condition changes relative to clean (Table I rows).
     reliability: reliability labels and the scene-held-out threshold classifier.
-    progress: stage-wise progress scoring (RobotArena-inf 360 form), online and offline.
     metric_directions: which way is better for each quality metric.
     yubi, yubi_report, figures, tablefmt: regeneration of the YUBI-Real2Sim tables and figures.
     cli: ``bench tables``, ``bench reliability``, ``bench stats``.

@@ -88,7 +88,7 @@ def run_color(args: argparse.Namespace) -> int:
     from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
     from bench.render import render
     from bench.scene.bundle import SCENE_FILE, load_scene, write_scene_files
-    from bench.scene.cameras import load_cameras
+    from bench.scene.camera_files import load_cameras
 
     if args.degree < 1 or args.iterations < 1:
         raise BenchError("--degree and --iterations must be >= 1")

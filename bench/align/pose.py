@@ -222,7 +222,7 @@ class LinkFollower:
     """
 
     def __init__(self, splats, labels: np.ndarray, rest_poses: np.ndarray) -> None:
-        from bench.sim.softbody.lbs import _mat_to_quat_batch
+        from bench.geometry import mat_to_quat_batch
 
         self.splats, self.labels = splats, np.asarray(labels, np.int64)
         rest = np.asarray(rest_poses, np.float64)
@@ -231,18 +231,18 @@ class LinkFollower:
         self.local_means = np.einsum("mij,mj->mi", inv[:, :3, :3], means) + inv[:, :3, 3]
         q = np.asarray(splats.quats, np.float64)
         self.rest_quats = q / np.linalg.norm(q, axis=1, keepdims=True)
-        self.rest_link_quats = _mat_to_quat_batch(rest[:, :3, :3])
+        self.rest_link_quats = mat_to_quat_batch(rest[:, :3, :3])
 
     def apply(self, poses: np.ndarray):  # [L, 4, 4] world_from_link -> GaussianSplats
-        from bench.sim.softbody.lbs import _mat_to_quat_batch, _quat_mul
+        from bench.geometry import mat_to_quat_batch, quat_mul
 
         poses = np.asarray(poses, np.float64)
         p = poses[self.labels]
         means = np.einsum("mij,mj->mi", p[:, :3, :3], self.local_means) + p[:, :3, 3]
-        now = _mat_to_quat_batch(poses[:, :3, :3])
+        now = mat_to_quat_batch(poses[:, :3, :3])
         rest_inv = self.rest_link_quats * np.array([1.0, -1.0, -1.0, -1.0])
-        delta = _quat_mul(now, rest_inv)[self.labels]
-        quats = _quat_mul(delta, self.rest_quats)
+        delta = quat_mul(now, rest_inv)[self.labels]
+        quats = quat_mul(delta, self.rest_quats)
         return self.splats.replace(means=means.astype(np.float32), quats=quats.astype(np.float32))
 
 
@@ -250,7 +250,7 @@ def mujoco_link_poses(model, data, bodies: list[str]) -> np.ndarray:  # -> [L, 4
     """``world_from_body`` of named MuJoCo bodies (for :class:`LinkFollower`)."""
     import mujoco
 
-    from bench.sim.softbody.reference import quat_to_mat
+    from bench.geometry import quat_to_mat
 
     out = np.tile(np.eye(4), (len(bodies), 1, 1))
     for k, name in enumerate(bodies):

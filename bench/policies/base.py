@@ -160,7 +160,7 @@ def absolute_to_delta(  # rows [T, 7] absolute, target [4, 4] -> [T, 7] delta
     rows: np.ndarray, target: np.ndarray
 ) -> np.ndarray:
     """Chain absolute TCP targets (world xyz + rotvec, opening) into wrist-frame deltas."""
-    from bench.sim.transforms import mat_to_rotvec, pose, rotvec_to_mat
+    from bench.geometry import mat_to_rotvec, pose, rotvec_to_mat
 
     out = np.empty_like(rows, dtype=np.float64)
     current = np.asarray(target, dtype=np.float64)

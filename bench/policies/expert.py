@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.geometry import mat_to_rotvec, pose, top_down_mat, wrap_angle
 from bench.policies.base import POLICIES
 from bench.sim.objects import OpenBox, Pen
 from bench.sim.state import TaskState
-from bench.sim.transforms import mat_to_rotvec, pose, top_down_mat, wrap_angle
 
 
 @dataclass(frozen=True)

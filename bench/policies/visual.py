@@ -48,12 +48,12 @@ from typing import Any
 
 import numpy as np
 
+from bench.geometry import mat_to_rotvec, pose, quat_to_mat
 from bench.policies.base import POLICIES
 from bench.policies.expert import ExpertConfig, ScriptedExpert
 from bench.sim.objects import Cylinder, Pen
 from bench.sim.observation import wrist_camera_model
 from bench.sim.state import ObjectState, TaskState
-from bench.sim.transforms import mat_to_rotvec, pose, quat_to_mat
 
 
 @dataclass(frozen=True)

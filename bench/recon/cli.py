@@ -136,7 +136,7 @@ def _run_capture_select(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
     from bench.provenance import staged_output_dir
     from bench.recon.capture import CaptureManifest, select_from_images, select_from_videos
-    from bench.scene.cameras import load_cameras
+    from bench.scene.camera_files import load_cameras
 
     videos = _pairs(args.video, "--video")
     images = _pairs(args.images, "--images")
@@ -226,7 +226,7 @@ def _run_capture_reproject(args: argparse.Namespace) -> int:
 
 def _run_capture_import(args: argparse.Namespace) -> int:
     from bench.recon.capture import CaptureManifest, import_poses
-    from bench.scene.cameras import load_cameras
+    from bench.scene.camera_files import load_cameras
 
     _check_new_file(args.out, args.overwrite, args.manifest, inputs=(("--cameras", args.cameras),))
     manifest = CaptureManifest.load(args.manifest)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bench.recon.train import TrainConfig
+    from bench.recon.config import TrainConfig
 
 # The trainer's parameters: means [N, 3], log-scales [N, 3], quats [N, 4], opacity logits [N],
 # SH DC [N, 1, 3], higher SH [N, K, 3] (gsplat's names).

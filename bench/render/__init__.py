@@ -19,7 +19,7 @@ faces and remaps them (:mod:`bench.render.fisheye`).
 Example::
 
     from bench.render import render
-    from bench.scene.cameras import load_cameras
+    from bench.scene.camera_files import load_cameras
     out = render(splats, load_cameras("cams.json")[0], backend="cpu")
     out.rgb  # [H, W, 3] float32
 """

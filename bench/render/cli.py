@@ -154,7 +154,7 @@ def run_render(args: argparse.Namespace) -> int:
     from bench.render import render, resolve_backend
     from bench.safety import check_image_size, preflight_output_dir
     from bench.scene.bundle import SCENE_FILE, load_scene
-    from bench.scene.cameras import load_cameras, save_cameras
+    from bench.scene.camera_files import load_cameras, save_cameras
 
     background = parse_background(args.background)
     preflight_output_dir(args.out, overwrite=args.overwrite, inputs=[("--scene", args.scene),
@@ -226,7 +226,7 @@ def run_convert(args: argparse.Namespace) -> int:
 
     from bench.errors import BenchError
     from bench.safety import check_output_path
-    from bench.scene.cameras import load_cameras, save_cameras
+    from bench.scene.camera_files import load_cameras, save_cameras
 
     dst = Path(args.dst)
     check_output_path(dst, inputs=[args.src], flag="DST")

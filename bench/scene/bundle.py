@@ -31,11 +31,12 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
+from bench.geometry import Similarity
 from bench.provenance import atomic_write_bytes, atomic_write_json, read_json, staged_output_dir
 from bench.safety import check_tree_closed, copy_tree_closed, is_within, resolve_inside
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.ply import read_gaussians, stored_count, write_ply
-from bench.scene.transforms import Similarity, transform_splats, transform_splats_inplace
+from bench.scene.transforms import transform_splats, transform_splats_inplace
 
 SCENE_FORMAT = "splatbench-scene/1"
 SCENE_FILE = "scene.json"

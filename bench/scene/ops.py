@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
+from bench.geometry import Similarity
 from bench.provenance import (
     atomic_write_json,
     make_manifest,
@@ -41,7 +42,7 @@ from bench.scene.register import (
     parse_world_matrix,
     register_scan,
 )
-from bench.scene.transforms import Similarity, transform_splats
+from bench.scene.transforms import transform_splats
 
 EDIT_TOOL = "scene-edit/1"
 CROP_TOOL = "scene-crop/1"

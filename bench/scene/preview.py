@@ -178,7 +178,7 @@ def camera_files(table: TableSpec) -> dict[str, bytes]:
     import tempfile
     from pathlib import Path
 
-    from bench.scene.cameras import save_cameras
+    from bench.scene.camera_files import save_cameras
 
     files = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -53,9 +53,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.errors import BenchError
+from bench.geometry import Similarity
 from bench.scene.bundle import TableSpec
 from bench.scene.gaussians import GaussianSplats
-from bench.scene.transforms import Similarity
 
 TOOL = "scene-init/1"
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.geometry import mat_to_quat
 from bench.scene.bundle import KeepoutBox, SceneBundle, TableSpec
 from bench.scene.gaussians import SH_C0, GaussianSplats
-from bench.scene.transforms import quat_from_matrix
 
 TABLE = TableSpec(center=(0.0, 0.0), size=(1.2, 0.8), yaw_deg=0.0, height=0.0)
 FLOOR_Z, CEILING_Z = -0.75, 1.85
@@ -201,7 +201,7 @@ def _patch_gaussians(patch: Patch, n: int, rng: np.random.Generator) -> dict[str
             points = np.asarray(patch.origin) + patch.extent[0] * normals
         wide = math.log(TANGENT_SCALE * spacing)
         log_scales = np.tile([wide, wide, thin], (n, 1))
-        quats = np.stack([quat_from_matrix(_frame_with_z(nrm)) for nrm in normals])
+        quats = np.stack([mat_to_quat(_frame_with_z(nrm)) for nrm in normals])
     log_scales = log_scales + rng.normal(0.0, 0.1, (n, 3))
     quats = quats + rng.normal(0.0, 0.02, (n, 4))  # slightly unnormalised, like trained files
     rgb = _texture(patch.texture, points, np.asarray(patch.colour), rng)
@@ -238,7 +238,8 @@ def sample_background(*, seed: int = 0, n_gaussians: int = 40000) -> GaussianSpl
 
 def sample_cameras() -> dict[str, bytes]:
     """Camera files of the sample (relative path -> bytes), via bench.scene.cameras."""
-    from bench.scene.cameras import Camera, look_at, orbit, save_cameras
+    from bench.scene.camera_files import save_cameras
+    from bench.scene.cameras import Camera, look_at, orbit
 
     target = (0.0, 0.0, 0.0)
     test = []

@@ -1,5 +1,7 @@
 """Similarity transforms of Gaussian sets (registration of a splat into the world frame).
 
+The :class:`~bench.geometry.Similarity` itself lives in :mod:`bench.geometry`.
+
 A scene bundle stores ``world_from_splat`` = ``[[s R, t], [0, 1]]`` with ``s > 0``
 and ``R`` a proper rotation. Applying it to Gaussians:
 
@@ -15,14 +17,10 @@ Opacity and SH DC are unchanged. Arithmetic is float64, results float32.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from bench.errors import BenchError
+from bench.geometry import Similarity, mat_to_quat, quat_mul
 from bench.scene.gaussians import GaussianSplats
-
-ORTHONORMAL_TOL = 1e-4  # max |R^T R - I| accepted (JSON matrices carry ~6-8 digits)
 
 # Real SH basis constants of the INRIA 3DGS / gsplat convention (bands 1-3).
 SH_C1 = 0.4886025119029199
@@ -30,99 +28,6 @@ SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005,
          -1.0925484305920792, 0.5462742152960396)
 SH_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
          -0.4570457994644658, 1.445305721320277, -0.5900435899266435)
-
-
-@dataclass(frozen=True)
-class Similarity:
-    """``x -> scale * rotation @ x + translation`` with a proper rotation.
-
-    Attributes:
-        scale: Uniform scale ``s > 0`` (world metres per splat unit).
-        rotation: [3, 3] proper rotation matrix.
-        translation: [3] translation in world units (metres).
-    """
-
-    scale: float
-    rotation: np.ndarray  # [3, 3]
-    translation: np.ndarray  # [3]
-
-    @staticmethod
-    def from_matrix(matrix: np.ndarray | list, *, source: str = "world_from_splat") -> Similarity:
-        """Decompose a 4x4 similarity matrix, rejecting anything else with a clear error."""
-        m = np.asarray(matrix, dtype=np.float64)
-        if m.shape != (4, 4):
-            raise BenchError(f"{source} must be a 4x4 matrix, got shape {m.shape}")
-        if not np.isfinite(m).all():
-            raise BenchError(f"{source} contains NaN/Inf; store a finite 4x4 similarity matrix")
-        if np.abs(m[3] - (0.0, 0.0, 0.0, 1.0)).max() > 1e-9:
-            raise BenchError(f"{source} last row must be [0, 0, 0, 1], got {m[3].tolist()}")
-        linear = m[:3, :3]
-        det = float(np.linalg.det(linear))
-        if det <= 0:
-            raise BenchError(f"{source} has determinant {det:.3g} <= 0 (a reflection or a "
-                             "collapse); the upper-left 3x3 must be s * R with R a rotation")
-        diagonal = np.diag(np.diag(linear))
-        if np.array_equal(linear, diagonal) and np.all(np.diag(linear) == linear[0, 0]):
-            # s I exactly (no rotation): keep s and R = I exact (det ** (1/3) is off by
-            # an ulp, which would turn the identity rotation into a needless SH rotation)
-            scale, rotation = float(linear[0, 0]), np.eye(3)
-        else:
-            scale = det ** (1.0 / 3.0)
-            rotation = linear / scale
-        error = float(np.abs(rotation.T @ rotation - np.eye(3)).max())
-        if error > ORTHONORMAL_TOL:
-            raise BenchError(f"{source} rotation part is not orthonormal (max |R^T R - I| = "
-                             f"{error:.3g}); the upper-left 3x3 must be s * R with R a rotation")
-        return Similarity(scale, rotation, m[:3, 3].copy())
-
-    def matrix(self) -> np.ndarray:  # [4, 4]
-        out = np.eye(4)
-        out[:3, :3] = self.scale * self.rotation
-        out[:3, 3] = self.translation
-        return out
-
-    def inverse(self) -> Similarity:
-        rt = self.rotation.T
-        return Similarity(1.0 / self.scale, rt, -(rt @ self.translation) / self.scale)
-
-    def is_identity(self) -> bool:
-        return bool(np.array_equal(self.matrix(), np.eye(4)))
-
-    def apply_points(self, points: np.ndarray) -> np.ndarray:  # [N, 3] -> [N, 3] float64
-        return self.scale * (np.asarray(points, np.float64) @ self.rotation.T) + self.translation
-
-
-def quat_from_matrix(rotation: np.ndarray) -> np.ndarray:  # [3, 3] -> [4] (w, x, y, z)
-    """Unit quaternion (w >= 0) of a rotation matrix (Shepperd's method)."""
-    r = np.asarray(rotation, dtype=np.float64)
-    trace = np.trace(r)
-    if trace > 0:
-        s = 2.0 * np.sqrt(1.0 + trace)
-        q = (0.25 * s, (r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s)
-    else:
-        i = int(np.argmax(np.diag(r)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * np.sqrt(1.0 + r[i, i] - r[j, j] - r[k, k])
-        q = np.empty(4)
-        q[0] = (r[k, j] - r[j, k]) / s
-        q[1 + i] = 0.25 * s
-        q[1 + j] = (r[j, i] + r[i, j]) / s
-        q[1 + k] = (r[k, i] + r[i, k]) / s
-    q = np.asarray(q, dtype=np.float64)
-    q /= np.linalg.norm(q)
-    return q if q[0] >= 0 else -q
-
-
-def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # [..., 4] x [..., 4] -> [..., 4]
-    """Hamilton product ``a (x) b`` of (w, x, y, z) quaternions (broadcasting)."""
-    aw, ax, ay, az = np.moveaxis(np.asarray(a, np.float64), -1, 0)
-    bw, bx, by, bz = np.moveaxis(np.asarray(b, np.float64), -1, 0)
-    return np.stack([
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ], axis=-1)
 
 
 def sh_basis(dirs: np.ndarray, degree: int) -> np.ndarray:  # [P, 3] -> [P, (deg+1)^2 - 1]
@@ -236,8 +141,7 @@ def transform_splats(splats: GaussianSplats, transform: Similarity | np.ndarray,
         return splats
     changes = {"means": sim.apply_points(splats.means).astype(np.float32)}
     if not _is_identity_rotation(sim):
-        changes["quats"] = quat_multiply(quat_from_matrix(sim.rotation),
-                                         splats.quats).astype(np.float32)
+        changes["quats"] = quat_mul(mat_to_quat(sim.rotation), splats.quats).astype(np.float32)
         if rotate_sh:
             changes["sh_rest"] = rotate_sh_rest(splats.sh_rest, sim.rotation)
     if sim.scale != 1.0:
@@ -266,7 +170,7 @@ def transform_splats_inplace(splats: GaussianSplats, transform: Similarity | np.
     if sim.is_identity():
         return splats
     rotate = not _is_identity_rotation(sim)
-    q_rot = quat_from_matrix(sim.rotation)
+    q_rot = mat_to_quat(sim.rotation)
     bands = (sh_rotation_matrices(sim.rotation, {3: 1, 8: 2, 15: 3}[splats.sh_rest.shape[1]])
              if rotate and splats.sh_rest.shape[1] else [])
     log_s = np.log(sim.scale)
@@ -274,7 +178,7 @@ def transform_splats_inplace(splats: GaussianSplats, transform: Similarity | np.
         rows = slice(start, start + chunk_rows)
         splats.means[rows] = sim.apply_points(splats.means[rows])
         if rotate:
-            splats.quats[rows] = quat_multiply(q_rot, splats.quats[rows])
+            splats.quats[rows] = quat_mul(q_rot, splats.quats[rows])
             _rotate_bands(splats.sh_rest[rows], bands, out=splats.sh_rest[rows])
         if sim.scale != 1.0:
             splats.log_scales[rows] = splats.log_scales[rows].astype(np.float64) + log_s

@@ -30,13 +30,13 @@ import mujoco
 import numpy as np
 
 from bench.errors import BenchError
+from bench.geometry import mat_to_quat, mat_to_rotvec, pose, quat_to_mat, yaw_mat, yaw_quat
 from bench.sim.robot import (
     HAND_BODY,
     GripperConfig,
     add_jaw_actuator,
     add_parallel_jaw,
 )
-from bench.sim.transforms import mat_to_quat, mat_to_rotvec, pose, quat_to_mat, yaw_mat
 
 ROBOT_DIR = Path(__file__).with_name("robots")
 BUILTIN_ARMS = {"arm6": ROBOT_DIR / "arm6.xml"}
@@ -248,7 +248,7 @@ class ArmRobot:
         if own is None:
             yaw = np.deg2rad(cfg.ee_yaw_deg)
             hand = ee.add_body(name=HAND_BODY, pos=list(cfg.ee_offset),
-                               quat=[np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)], gravcomp=1.0)
+                               quat=yaw_quat(yaw), gravcomp=1.0)
             add_parallel_jaw(spec, hand, cfg.gripper)
         else:
             self._add_tcp_frame(spec, own)
@@ -299,7 +299,7 @@ class ArmRobot:
                              "(model_gripper.actuator)")
         yaw = np.deg2rad(own.tcp_yaw_deg)
         hand = model_hand.add_body(name=HAND_BODY, pos=list(own.tcp_offset),
-                                   quat=[np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)])
+                                   quat=yaw_quat(yaw))
         hand.add_site(name="tcp", pos=[0, 0, 0], size=[0.004, 0, 0], group=5)
         hand.add_body(name=CAMERA_BODY, pos=list(own.camera_offset))
 

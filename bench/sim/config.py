@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from bench.render import FISHEYE_MODES
 from bench.sim.grasp import GraspConfig
 
 OBS_MODES = ("rgb", "state")
 CONTROL_MODES = ("chunk", "single")
 BACKGROUNDS = ("gaussian", "none")
-FISHEYE_MODES = ("cubemap", "direct")
 #: End-effector controller gain profiles: the mocap weld's MuJoCo ``solref``. ``default``
 #: is the stock (time constant 0.004 s, damping ratio 1) form; the others are direct
 #: (-kp, -kd) gains: stiff = 2x the stock stiffness and sqrt(2)x its damping, soft = 1/4

@@ -30,7 +30,7 @@ finger opening (1, m). ``obs_mode="state"`` renders nothing and returns
 pose 7, attached flag).
 
 Reward: the task's RobotArena-inf progress score in [0, 1]
-(``protocols.progress``) at the last executed frame; ``info["success"]`` is
+(``bench.sim.progress``) at the last executed frame; ``info["success"]`` is
 the separate, strict success predicate. The env's success is the scorer's
 authoritative terminal signal, so the reward is 1.0 from the frame the episode
 succeeds (the frame it terminates) and below 1 in an episode that does not.
@@ -48,7 +48,7 @@ solves, unreachable, fallbacks, clipped targets; empty for the floating gripper)
 frame executed by this call (``reset`` gives frame 0) - the state stream
 (ee pose, normalised gripper, object poses, ``success_now`` = the predicate in
 that frame, ``success`` = the episode's declared success so far, progress) that
-``protocols.progress.score_stream`` rescores offline, given
+``bench.sim.progress.score_stream`` rescores offline, given
 ``success=`` the recorded ``success`` flags.
 
 Initial conditions: ``reset(seed=i)`` uses condition ``i`` of the task's fixed
@@ -67,11 +67,11 @@ import mujoco
 import numpy as np
 
 from bench.errors import BenchError
+from bench.geometry import interpolate_pose, rotvec_to_mat
 from bench.sim.config import EnvConfig
-from bench.sim.progress import make_progress_scorer, step_state
 from bench.sim.state import TaskState
+from bench.sim.task_progress import make_progress_scorer, step_state
 from bench.sim.tasks import TaskSpec, get_task
-from bench.sim.transforms import interpolate_pose, rotvec_to_mat
 from bench.sim.world import TableGeometry, World
 
 ACTION_DIM = 7

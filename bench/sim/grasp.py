@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from bench.sim.transforms import mat_to_quat
+from bench.geometry import mat_to_quat
 
 GRASP_MODES = ("contact", "friction")
 CLOSING_EPS = 1e-4  # m: the fingers count as closing when commanded this far inside the opening

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from bench.geometry import yaw_quat
+
 OBJECT_GROUP = 0  # rendered in the wrist observation
 ROBOT_GROUP = 2  # rendered in the wrist observation
 TABLE_GROUP = 3  # collision only in the observation pass; the splat background shows the table
@@ -356,7 +358,7 @@ def add_object(parent: mujoco.MjsBody, obj: ObjectSpec, *, pos: np.ndarray, yaw:
     ``spec`` (the model being built) is needed for mesh objects, which add mesh assets.
     """
     body = parent.add_body(
-        name=obj.name, pos=list(map(float, pos)), quat=[np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)]
+        name=obj.name, pos=list(map(float, pos)), quat=yaw_quat(yaw)
     )
     body.add_freejoint(name=f"{obj.name}_free")
     if isinstance(obj.shape, Cylinder):

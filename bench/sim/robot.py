@@ -20,9 +20,9 @@ from typing import Protocol, runtime_checkable
 import mujoco
 import numpy as np
 
+from bench.geometry import mat_to_quat, pose
 from bench.registry import Registry
 from bench.sim.objects import ROBOT_GROUP
-from bench.sim.transforms import mat_to_quat, pose
 
 HAND_BODY = "hand"
 LEFT_PAD = "left_pad"

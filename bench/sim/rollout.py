@@ -70,7 +70,7 @@ class EpisodeRecord:
         policy: Policy name.
         scene: Scene name.
         success: Strict success predicate held (episode terminated successfully).
-        progress_final: Progress score (``protocols.progress``) at the last frame, in [0, 1].
+        progress_final: Progress score (``bench.sim.progress``) at the last frame, in [0, 1].
         progress_max: Highest progress score reached.
         failure: Failure reason ("fell_through_table:<obj>", "left_workspace:<obj>") or "".
         truncated: Hit the time limit.
@@ -298,8 +298,8 @@ def state_stream_rows(frame_states: list[dict[str, Any]]) -> list[list[Any]]:
 
 
 def progress_frames(frame_states: list[dict[str, Any]]):
-    """A ``protocols.progress.Frames`` block of a recorded stream (for ``score_stream``)."""
-    from protocols.progress import Frames
+    """A ``bench.sim.progress.Frames`` block of a recorded stream (for ``score_stream``)."""
+    from bench.sim.progress import Frames
 
     names = list(frame_states[0]["objects"])
     return Frames(

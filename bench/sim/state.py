@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench.sim.transforms import quat_to_mat
+from bench.geometry import quat_to_mat
 
 
 def _same(a: object, b: object) -> bool:

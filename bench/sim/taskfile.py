@@ -316,7 +316,7 @@ def parse_grid(where: _Where, value: Any):
 
 
 def _archetype_keys(rule: str) -> set[str]:
-    from protocols.progress import ARCHETYPES
+    from bench.sim.progress import ARCHETYPES
 
     params = inspect.signature(ARCHETYPES.get(rule)).parameters
     return {n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}

@@ -16,12 +16,12 @@ import mujoco
 import numpy as np
 
 from bench.errors import BenchError
+from bench.geometry import mat_to_quat, pose, top_down_mat, yaw_mat, yaw_quat
 from bench.sim.grasp import Grasp, GraspConfig, add_grasp_welds
 from bench.sim.objects import TABLE_GROUP, add_object
 from bench.sim.robot import HAND_BODY, LEFT_PAD, RIGHT_PAD, FloatingGripper, Robot
 from bench.sim.state import ObjectState, TaskState
 from bench.sim.tasks import TaskSpec
-from bench.sim.transforms import mat_to_quat, pose, top_down_mat, yaw_mat
 
 TABLE_THICKNESS = 0.04  # m; only the top face matters
 FELL_THROUGH_DEPTH = 0.03  # m below the table top, inside the footprint -> fell through
@@ -191,7 +191,7 @@ class World:
             group=TABLE_GROUP,
             size=[table.size[0] / 2, table.size[1] / 2, TABLE_THICKNESS / 2],
             pos=[*table.center, table.height - TABLE_THICKNESS / 2],
-            quat=[np.cos(table.yaw / 2), 0, 0, np.sin(table.yaw / 2)],
+            quat=yaw_quat(table.yaw),
             friction=[0.8, 0.005, 0.0001],
             rgba=[0.55, 0.45, 0.35, 1],
         )
@@ -247,7 +247,7 @@ class World:
             adr = self._object_qpos[obj.name]
             yaw = oyaw + self.table.yaw
             data.qpos[adr : adr + 3] = world[:3]
-            data.qpos[adr + 3 : adr + 7] = [np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)]
+            data.qpos[adr + 3 : adr + 7] = yaw_quat(yaw)
         self.robot.reset(data, world_from_tcp=self.home, opening=self.robot.max_opening)
         mujoco.mj_forward(model, data)
         for _ in range(settle_steps):

@@ -102,7 +102,7 @@ def check_capture_sources(spec: Any) -> None:
 def _raw_views(source: Path) -> tuple[list[Any], list[Path]]:
     """(cameras with distortion, image paths) of a capture source."""
     from bench.recon.capture import CaptureManifest
-    from bench.scene.cameras import load_cameras
+    from bench.scene.camera_files import load_cameras
     from metrics.images import list_images
 
     if source.is_file():
@@ -183,7 +183,8 @@ def prepare_test_capture(spec: Any, out: Path, scene: str) -> TestCapture:
         sha256_file,
         staged_output_dir,
     )
-    from bench.scene.cameras import Camera, load_cameras, save_cameras
+    from bench.scene.camera_files import load_cameras, save_cameras
+    from bench.scene.cameras import Camera
     from metrics.images import read_image
 
     source = Path(spec.captures[scene])

@@ -104,8 +104,8 @@ def refuse_planless_coverage(spec: Any) -> None:
 
 
 def training_config(spec: Any):
-    """The :class:`bench.recon.train.TrainConfig` of every retraining of ``spec``."""
-    from bench.recon.train import TrainConfig
+    """The :class:`bench.recon.config.TrainConfig` of every retraining of ``spec``."""
+    from bench.recon.config import TrainConfig
 
     options = {k: v for k, v in spec.coverage_training.items() if k != "resolution"}
     options.setdefault("iters", DEFAULT_ITERS)

@@ -94,7 +94,7 @@ def check_bundles(spec: StudySpec) -> tuple[list[Path], int]:
         Every input path the run reads, and the bytes of the given backgrounds.
     """
     from bench.scene.bundle import read_scene_spec
-    from bench.scene.cameras import load_cameras
+    from bench.scene.camera_files import load_cameras
     from bench.scene.ply import read_ply_header
 
     inputs: list[Path] = []

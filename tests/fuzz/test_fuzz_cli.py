@@ -186,7 +186,7 @@ def test_issue10_camera_width_true_refused(workspace, refused):
 
 
 def _colmap(ws: Path, fmt: str) -> Path:
-    from bench.scene.cameras import load_cameras, save_cameras
+    from bench.scene.camera_files import load_cameras, save_cameras
 
     model = ws / f"colmap_{fmt}"
     save_cameras(model, load_cameras(ws / "scene" / "cameras" / "test.json"),

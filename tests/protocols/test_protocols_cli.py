@@ -178,7 +178,7 @@ def test_protocols_import_without_torch_mujoco_warp():
         "import sys\n"
         "import protocols, protocols.cli, protocols.stats, protocols.ranking, "
         "protocols.transitions, "
-        "protocols.reliability, protocols.progress, protocols.yubi, protocols.yubi_report, "
+        "protocols.reliability, protocols.yubi, protocols.yubi_report, "
         "protocols.figures, protocols.tablefmt, protocols.metric_directions\n"
         "heavy = [m for m in ('torch', 'mujoco', 'warp') if m in sys.modules]\n"
         "assert not heavy, heavy\n"

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from bench.geometry import quat_to_mat
 from bench.sim.softbody.model import Collider
-from bench.sim.softbody.reference import ColliderFrame, collider_distance, quat_to_mat
+from bench.sim.softbody.reference import ColliderFrame, collider_distance
 
 _GEOM_KINDS = {
     int(mujoco.mjtGeom.mjGEOM_SPHERE): "sphere",

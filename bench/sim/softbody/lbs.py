@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.geometry import mat_to_quat_batch, quat_mul
+
 
 def _kabsch_batch(rest: np.ndarray, now: np.ndarray) -> np.ndarray:  # [N, K, 3] x2 -> [N, 3, 3]
     a = rest - rest.mean(1, keepdims=True)
@@ -26,24 +28,6 @@ def _kabsch_batch(rest: np.ndarray, now: np.ndarray) -> np.ndarray:  # [N, K, 3]
     d = np.sign(np.linalg.det(u @ vt))
     u[:, :, 2] *= d[:, None]
     return u @ vt
-
-
-def _mat_to_quat_batch(r: np.ndarray) -> np.ndarray:  # [N, 3, 3] -> [N, 4] (w, x, y, z)
-    from scipy.spatial.transform import Rotation
-
-    xyzw = Rotation.from_matrix(r).as_quat()
-    return xyzw[:, [3, 0, 1, 2]]
-
-
-def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # [G, 4] x [G, 4] -> [G, 4] (w, x, y, z)
-    w1, x1, y1, z1 = a.T
-    w2, x2, y2, z2 = b.T
-    return np.stack([
-        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-    ], 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,11 +91,11 @@ class LBSBinding:
         offsets = self.rest_means[:, None, :] - self.rest_nodes[idx]  # [G, k, 3]
         moved = np.einsum("gkij,gkj->gki", rot[idx], offsets) + nodes_now[idx]
         means = (w[..., None] * moved).sum(1)
-        q = _mat_to_quat_batch(rot)[idx]  # [G, k, 4]
+        q = mat_to_quat_batch(rot)[idx]  # [G, k, 4]
         q = q * np.sign(np.einsum("gki,gi->gk", q, q[:, 0]))[..., None]  # one hemisphere
         blend = (w[..., None] * q).sum(1)
         blend /= np.linalg.norm(blend, axis=1, keepdims=True)
-        return means, _quat_mul(blend, self.rest_quats)
+        return means, quat_mul(blend, self.rest_quats)
 
     def apply(self, splats, nodes_now: np.ndarray):
         """A copy of ``splats`` (the bound Gaussians, in order) moved to ``nodes_now``."""

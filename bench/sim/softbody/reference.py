@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.geometry import quat_slerp, quat_to_mat
 from bench.sim.softbody.model import (
     COLLIDER_BOX,
     COLLIDER_CAPSULE,
@@ -58,27 +59,6 @@ class ColliderFrame:
     @property
     def count(self) -> int:
         return len(self.kinds)
-
-
-def quat_to_mat(q: np.ndarray) -> np.ndarray:  # [4] (w, x, y, z) -> [3, 3]
-    w, x, y, z = q / np.linalg.norm(q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-
-
-def slerp(q0: np.ndarray, q1: np.ndarray, t: float) -> np.ndarray:  # [4], [4] -> [4]
-    q0, q1 = q0 / np.linalg.norm(q0), q1 / np.linalg.norm(q1)
-    dot = float(np.dot(q0, q1))
-    if dot < 0:
-        q1, dot = -q1, -dot
-    if dot > 0.9995:
-        q = q0 + t * (q1 - q0)
-        return q / np.linalg.norm(q)
-    theta = np.arccos(dot)
-    return (np.sin((1 - t) * theta) * q0 + np.sin(t * theta) * q1) / np.sin(theta)
 
 
 def collider_distance(  # p [N, 3] -> distance [N], normal [N, 3] (outward)
@@ -152,7 +132,7 @@ def reference_frame(
         alpha = (step + 1) / config.substeps
         centres = colliders.pos0 + alpha * (colliders.pos1 - colliders.pos0)
         pairs = zip(colliders.quat0, colliders.quat1, strict=True)
-        rots = [quat_to_mat(slerp(a, b, alpha)) for a, b in pairs]
+        rots = [quat_to_mat(quat_slerp(a, b, alpha)) for a, b in pairs]
         f = m[:, None] * (g - config.drag * v)
         d = x[j] - x[i]
         length = np.linalg.norm(d, axis=1)

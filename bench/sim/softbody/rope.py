@@ -25,6 +25,14 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from bench.geometry import (
+    interpolate_pose,
+    mat_to_quat,
+    pose,
+    rotvec_to_mat,
+    top_down_mat,
+    yaw_quat,
+)
 from bench.sim.config import EnvConfig
 from bench.sim.env import ACTION_DIM, PROPRIO_DIM, check_table_registration, resolve_scene
 from bench.sim.grasp import GraspConfig
@@ -32,7 +40,6 @@ from bench.sim.robot import HAND_BODY, FloatingGripper
 from bench.sim.softbody.coupling import GeomColliders, SoftGrasp, SoftGraspConfig
 from bench.sim.softbody.model import SpringMassConfig, SpringMassModel, neighbour_springs
 from bench.sim.softbody.task import ROPE_GRID, ROPE_TASK, RopeTask  # noqa: F401 - re-export
-from bench.sim.transforms import interpolate_pose, mat_to_quat, pose, rotvec_to_mat, top_down_mat
 from bench.sim.world import TABLE_THICKNESS, TableGeometry
 
 ROPE_NODES = 31
@@ -113,7 +120,7 @@ class RopeWorld:
             name="table", type=mujoco.mjtGeom.mjGEOM_BOX, group=3,
             size=[table.size[0] / 2, table.size[1] / 2, TABLE_THICKNESS / 2],
             pos=[*table.center, table.height - TABLE_THICKNESS / 2],
-            quat=[np.cos(table.yaw / 2), 0, 0, np.sin(table.yaw / 2)], rgba=[0.55, 0.45, 0.35, 1])
+            quat=yaw_quat(table.yaw), rgba=[0.55, 0.45, 0.35, 1])
         self.clip = self.world_from_table @ pose(np.eye(3), np.array([*CLIP_XY, 0.0]))
         for side in (-1, 1):
             offset = side * (CLIP_GAP / 2 + POST_SIZE[0])

@@ -17,7 +17,8 @@ def test_align_color_cli_recovers_the_camera_polynomial(tmp_path):
 
     from bench.render import render
     from bench.scene.bundle import load_scene, save_scene
-    from bench.scene.cameras import Camera, look_at, save_cameras
+    from bench.scene.camera_files import save_cameras
+    from bench.scene.cameras import Camera, look_at
     from bench.scene.sample import make_sample_scene
 
     scene = make_sample_scene(seed=0, n_gaussians=4000)
@@ -51,7 +52,8 @@ def test_align_color_cli_recovers_the_camera_polynomial(tmp_path):
 
 def test_align_color_cli_refuses_missing_capture(tmp_path, capsys):
     from bench.scene.bundle import save_scene
-    from bench.scene.cameras import Camera, save_cameras
+    from bench.scene.camera_files import save_cameras
+    from bench.scene.cameras import Camera
     from bench.scene.sample import make_sample_scene
 
     save_scene(make_sample_scene(seed=0, n_gaussians=500), tmp_path / "scene")

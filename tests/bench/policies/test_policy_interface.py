@@ -94,8 +94,8 @@ def test_remote_and_lerobot_are_registered_non_privileged():
 
 
 def test_to_env_chunk_pads_cuts_and_converts_absolute(state_env):
+    from bench.geometry import mat_to_rotvec
     from bench.policies.base import PolicyError, to_env_chunk
-    from bench.sim.transforms import mat_to_rotvec
 
     _, info = state_env.reset(seed=0)
     size = state_env.unwrapped.chunk_size

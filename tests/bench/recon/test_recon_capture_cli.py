@@ -7,7 +7,8 @@ from bench.cli import main
 from bench.provenance import sha256_file
 from bench.recon.capture import CaptureManifest
 from bench.recon.reproject import view_names, view_rotations
-from bench.scene.cameras import Camera, save_cameras
+from bench.scene.camera_files import save_cameras
+from bench.scene.cameras import Camera
 
 
 def fisheye_sequence(folder, sharp, n=8):

@@ -9,7 +9,8 @@ import pytest
 from bench.cli import main
 from bench.provenance import sha256_file
 from bench.scene.bundle import save_scene
-from bench.scene.cameras import Camera, load_cameras, look_at, save_cameras
+from bench.scene.camera_files import load_cameras, save_cameras
+from bench.scene.cameras import Camera, look_at
 from bench.scene.sample import make_sample_scene
 
 

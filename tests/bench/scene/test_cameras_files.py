@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from bench.scene.cameras import Camera, convert_cameras, load_cameras, orbit, save_cameras
+from bench.scene.camera_files import convert_cameras, load_cameras, save_cameras
+from bench.scene.cameras import Camera, orbit
 
 
 def _cameras():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from bench.errors import BenchError
+from bench.geometry import Similarity
 from bench.scene.bundle import (
     KeepoutBox,
     SceneBundle,
@@ -17,7 +18,7 @@ from bench.scene.bundle import (
     save_scene,
 )
 from bench.scene.gaussians import GaussianSplats
-from bench.scene.transforms import Similarity, transform_splats
+from bench.scene.transforms import transform_splats
 
 
 def world_splats(n=300, seed=0):

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from bench.cli import main
+from bench.geometry import Similarity
 from bench.provenance import sha256_file
 from bench.scene.bundle import load_scene
-from bench.scene.cameras import load_cameras
+from bench.scene.camera_files import load_cameras
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.ply import read_ply, write_ply
 from bench.scene.sample import make_sample_scene, sample_world_from_splat
-from bench.scene.transforms import Similarity, transform_splats
+from bench.scene.transforms import transform_splats
 
 DATA = Path(__file__).parents[2] / "data" / "scans"
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.geometry import Similarity
 from bench.scene import ply
 from bench.scene.bundle import load_scene, save_scene
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.sample import make_sample_scene, sample_background, sample_world_from_splat
-from bench.scene.transforms import Similarity, transform_splats, transform_splats_inplace
+from bench.scene.transforms import transform_splats, transform_splats_inplace
 
 FIELDS = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")
 

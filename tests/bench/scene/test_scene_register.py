@@ -18,6 +18,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from bench.errors import BenchError
+from bench.geometry import Similarity
 from bench.scene.formats import read_scan
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.register import (
@@ -31,7 +32,7 @@ from bench.scene.register import (
     register_scan,
 )
 from bench.scene.sample import TABLE, sample_background, sample_world_from_splat
-from bench.scene.transforms import Similarity, transform_splats
+from bench.scene.transforms import transform_splats
 
 DATA = Path(__file__).parents[2] / "data" / "scans"
 CORNERS = np.c_[TABLE.corners(), np.zeros(4)]  # [4, 3] true table corners, world metres

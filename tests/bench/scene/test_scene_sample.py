@@ -9,7 +9,7 @@ import pytest
 from bench.cli import main
 from bench.provenance import sha256_file
 from bench.scene.bundle import load_scene, save_scene
-from bench.scene.cameras import load_cameras
+from bench.scene.camera_files import load_cameras
 from bench.scene.gaussians import SH_C0
 from bench.scene.sample import CEILING_Z, FLOOR_Z, make_sample_scene
 

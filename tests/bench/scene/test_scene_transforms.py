@@ -7,14 +7,9 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from bench.errors import BenchError
+from bench.geometry import Similarity, mat_to_quat, quat_mul
 from bench.scene.gaussians import GaussianSplats
-from bench.scene.transforms import (
-    Similarity,
-    quat_from_matrix,
-    quat_multiply,
-    sh_basis,
-    transform_splats,
-)
+from bench.scene.transforms import sh_basis, transform_splats
 
 
 def splats(n=100, k=15, seed=0):
@@ -62,11 +57,11 @@ def test_rejects_non_similarity(bad, message):
 
 def test_quaternion_helpers_match_scipy():
     rot = Rotation.from_euler("zyx", [10, 70, -130], degrees=True)
-    q = quat_from_matrix(rot.as_matrix())
+    q = mat_to_quat(rot.as_matrix())
     expected = rot.as_quat()[[3, 0, 1, 2]]
     np.testing.assert_allclose(q, expected * np.sign(expected[0]), atol=1e-12)
     a, b = Rotation.random(random_state=1), Rotation.random(random_state=2)
-    product = quat_multiply(a.as_quat()[[3, 0, 1, 2]], b.as_quat()[[3, 0, 1, 2]])
+    product = quat_mul(a.as_quat()[[3, 0, 1, 2]], b.as_quat()[[3, 0, 1, 2]])
     ab = (a * b).as_quat()[[3, 0, 1, 2]]
     np.testing.assert_allclose(product * np.sign(product[0]), ab * np.sign(ab[0]), atol=1e-12)
 

@@ -8,8 +8,8 @@ import pytest
 
 import bench.sim
 from bench.errors import BenchError
+from bench.geometry import mat_to_rotvec, pose, top_down_mat
 from bench.sim.arm import ArmConfig, ArmRobot, damped_least_squares_step
-from bench.sim.transforms import mat_to_rotvec, pose, top_down_mat
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*Box observation space m.*:UserWarning")
 

@@ -106,9 +106,9 @@ def test_rollout_video_and_records_are_byte_identical(scene_dir, tmp_path):
 def test_rollout_saves_state_streams_that_rescore_offline(scene_dir, tmp_path):
     import numpy as np
 
-    from bench.sim.progress import progress_spec
+    from bench.sim.progress import score_stream
+    from bench.sim.task_progress import progress_spec
     from bench.sim.tasks import get_task
-    from protocols.progress import score_stream
 
     out = tmp_path / "s"
     assert _run(scene_dir, out, "--obs-mode", "state", "--save-states", "--episodes", "1") == 0
@@ -121,7 +121,7 @@ def test_rollout_saves_state_streams_that_rescore_offline(scene_dir, tmp_path):
     def block(prefix):
         return np.array([[float(r[f"{prefix}_{p}"]) for p in pose] for r in rows])
 
-    from protocols.progress import Frames
+    from bench.sim.progress import Frames
 
     frames = Frames(
         objects={"cup": block("cup"), "plate": block("plate")},

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import bench.sim
+from bench.geometry import quat_to_mat
 from bench.sim.grasp import GraspConfig
-from bench.sim.transforms import quat_to_mat
 
 
 def _descend_and_close(env):

@@ -71,10 +71,10 @@ def test_expert_on_a_yawed_raised_offset_table(small_scene, task):
 def test_in_memory_state_stream_rescores_to_the_online_progress(small_scene):
     # progress_frames turns the recorded info["frame_states"] into protocols' Frames;
     # score_stream (offline, vectorised) must give exactly the online reward of every frame
-    from bench.sim.progress import progress_spec
+    from bench.sim.progress import score_stream
     from bench.sim.rollout import progress_frames, progress_success
+    from bench.sim.task_progress import progress_spec
     from bench.sim.tasks import get_task
-    from protocols.progress import score_stream
 
     env = gymnasium.make(bench.sim.ENV_IDS["tape"], scene=small_scene, obs_mode="state")
     states = []

@@ -47,10 +47,10 @@ def test_failed_episode_stays_below_one(small_scene):
 
 def test_rescoring_without_the_success_signal_misses_the_terminal(small_scene):
     # the success flags matter: without them offline scoring falls short of 1.0 at success
-    from bench.sim.progress import progress_spec
+    from bench.sim.progress import score_stream
     from bench.sim.rollout import progress_frames, progress_success
+    from bench.sim.task_progress import progress_spec
     from bench.sim.tasks import get_task
-    from protocols.progress import score_stream
 
     steps = _episode(small_scene, "cup", "expert", 1)
     rows = [row for _, step_info in steps for row in step_info["frame_states"]]

@@ -364,8 +364,8 @@ def test_pick_up_rule_succeeds_when_the_expert_lifts(small_scene, tmp_path):
 
 
 def test_push_to_target_is_in_the_table_frame(tmp_path):
+    from bench.geometry import pose, yaw_mat
     from bench.sim.state import ObjectState, TaskState
-    from bench.sim.transforms import pose, yaw_mat
 
     data = copy.deepcopy(BOX_TASK)
     data["success"] = {"rule": "push_to", "params": {"target_xy": [0.1, 0.0],
@@ -387,7 +387,7 @@ def test_push_to_target_is_in_the_table_frame(tmp_path):
     assert not predicate(state([1.0, 0.6], speed=0.2))  # still moving
     assert not predicate(state([1.0, 0.6], held=True))
     assert not task.success(state([1.0, 0.6]))  # unbound: table frame == world
-    from bench.sim.progress import progress_spec
+    from bench.sim.task_progress import progress_spec
 
     spec = progress_spec(task, world_from_table=world_from_table)
     assert spec.name == "push_to(cube, [1, 0.6])"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from bench.sim.transforms import (
+from bench.geometry import (
     interpolate_pose,
     mat_to_quat,
     mat_to_rotvec,

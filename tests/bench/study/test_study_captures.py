@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench.errors import BenchError
-from bench.scene.cameras import load_cameras, save_cameras
+from bench.scene.camera_files import load_cameras, save_cameras
 from bench.study.captures import undistort
 
 POSE_LINE = "1 1 0 0 0 0 0 0 1 view.png\n\n"

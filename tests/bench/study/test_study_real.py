@@ -54,7 +54,7 @@ def write_capture(folder, bundle, *, shift, fmt):
     import imageio.v3 as iio
 
     from bench.render import render
-    from bench.scene.cameras import save_cameras
+    from bench.scene.camera_files import save_cameras
 
     cams = splat_cameras(bundle)
     (folder / "images").mkdir(parents=True)

@@ -1,15 +1,15 @@
-"""protocols.progress: online == offline, gates keep credit, strict success hold, archetypes."""
+"""bench.sim.progress: online == offline, gates keep credit, strict success hold, archetypes."""
 
 import numpy as np
 import pytest
 
-from protocols.progress import (
-    Condition,
+from bench.sim.progress import (
     Frames,
     ProgressScorer,
+    ProgressTask,
     Stage,
     StepState,
-    TaskSpec,
+    SuccessTerm,
     pick_up,
     place_in,
     push_to,
@@ -129,11 +129,11 @@ def test_lost_grasp_keeps_gated_credit():
 
 
 def test_strict_success_needs_the_full_hold():
-    always = Condition("ok", lambda ctx: np.ones(len(ctx.current)))
+    always = SuccessTerm("ok", lambda ctx: np.ones(len(ctx.current)))
     stage = Stage("only", 1.0, lambda ctx: np.zeros(len(ctx.current)))
     stream = Frames({}, _pose(np.zeros((12, 3))), np.ones(12))
     for hold, expected in ((12, 11), (13, None)):
-        spec = TaskSpec("t", (stage,), (always,), hold_steps=hold)
+        spec = ProgressTask("t", (stage,), (always,), hold_steps=hold)
         trace = score_stream(spec, stream, dt=DT)
         assert trace.success_step == expected
         assert trace.final_score == (1.0 if expected is not None else 0.0)
@@ -141,9 +141,9 @@ def test_strict_success_needs_the_full_hold():
 
 def test_external_success_makes_terminal_one_and_it_stays_one():
     # the strict channel never holds, so without the external signal the score is progress alone
-    never = Condition("never", lambda ctx: np.zeros(len(ctx.current)))
+    never = SuccessTerm("never", lambda ctx: np.zeros(len(ctx.current)))
     half = Stage("half", 1.0, lambda ctx: np.full(len(ctx.current), 0.5))
-    spec = TaskSpec("t", (half,), (never,), hold_steps=30)
+    spec = ProgressTask("t", (half,), (never,), hold_steps=30)
     stream = Frames({}, _pose(np.zeros((8, 3))), np.ones(8))
     plain = score_stream(spec, stream, dt=DT)
     assert not plain.succeeded and plain.final_score == 0.5  # smoothstep(0.5) = 0.5
@@ -164,9 +164,9 @@ def test_external_success_makes_terminal_one_and_it_stays_one():
 
 def test_external_success_does_not_cut_the_strict_hold():
     # strict channel holds from step 0; an all-false external signal changes nothing
-    always = Condition("ok", lambda ctx: np.ones(len(ctx.current)))
+    always = SuccessTerm("ok", lambda ctx: np.ones(len(ctx.current)))
     stage = Stage("only", 1.0, lambda ctx: np.zeros(len(ctx.current)))
-    spec = TaskSpec("t", (stage,), (always,), hold_steps=5)
+    spec = ProgressTask("t", (stage,), (always,), hold_steps=5)
     stream = Frames({}, _pose(np.zeros((8, 3))), np.ones(8))
     trace = score_stream(spec, stream, dt=DT, success=np.zeros(8, dtype=bool))
     assert trace.success_step == 4 and trace.score.tolist() == [0.0] * 4 + [1.0] * 4
@@ -176,8 +176,8 @@ def test_gate_formula_by_hand():
     # stage b (weight 0.5) requires a; a's soft term is 0.5 at step 0 then 0
     a = Stage("a", 0.5, lambda ctx: np.where(ctx.current.gripper > 0.5, 0.5, 0.0))
     b = Stage("b", 0.5, lambda ctx: np.ones(len(ctx.current)), ("a",))
-    never = Condition("never", lambda ctx: np.zeros(len(ctx.current)))
-    spec = TaskSpec("t", (a, b), (never,))
+    never = SuccessTerm("never", lambda ctx: np.zeros(len(ctx.current)))
+    spec = ProgressTask("t", (a, b), (never,))
     trace = score_stream(
         spec, Frames({}, _pose(np.zeros((3, 3))), np.array([1.0, 0.0, 0.0])), dt=DT
     )
@@ -188,7 +188,7 @@ def test_gate_formula_by_hand():
 
 
 def test_archetype_registry_weights_match_specs():
-    from protocols.progress import ARCHETYPES
+    from bench.sim.progress import ARCHETYPES
 
     assert ARCHETYPES.names() == ["place_in", "pick_up", "push_to"]
     args = {"place_in": ("cup", "bowl"), "pick_up": ("cup",), "push_to": ("box", (0.0, 0.0))}
@@ -213,13 +213,20 @@ def test_smooth_endpoints_and_monotone():
 @pytest.mark.parametrize(
     ("call", "fragment"),
     [
-        (lambda: TaskSpec("t", (Stage("a", 0.5, None),), (Condition("c", None),)), "sum to 1"),
         (
-            lambda: TaskSpec("t", (Stage("a", 1.0, None, ("z",)),), (Condition("c", None),)),
+            lambda: ProgressTask("t", (Stage("a", 0.5, None),), (SuccessTerm("c", None),)),
+            "sum to 1",
+        ),
+        (
+            lambda: ProgressTask(
+                "t", (Stage("a", 1.0, None, ("z",)),), (SuccessTerm("c", None),)
+            ),
             "earlier",
         ),
         (
-            lambda: TaskSpec("t", (Stage("a", 1.0, None),), (Condition("c", None),), hold_steps=0),
+            lambda: ProgressTask(
+                "t", (Stage("a", 1.0, None),), (SuccessTerm("c", None),), hold_steps=0
+            ),
             ">= 1",
         ),
         (lambda: Frames({}, np.zeros((3, 6)), np.zeros(3)), "ee_pose"),

@@ -1,0 +1,123 @@
+"""Import layering: which rooms may use which (the arrows run one way).
+
+Read from the source with :mod:`ast` (every ``import`` statement, module level or inside
+a function) and checked by importing in a fresh interpreter:
+
+- ``protocols`` imports without torch, mujoco or warp and holds no simulator code (it
+  imports nothing from ``bench.sim``; progress scoring lives in ``bench.sim.progress``);
+- ``bench.sim`` does not import ``bench.policies`` at module level anywhere, and inside
+  functions only in the rollout loop (``bench.sim.rollout.run_episode``, the documented
+  loop that calls a policy);
+- ``bench.recon``'s modules import each other without a cycle (``TrainConfig`` lives in
+  ``bench.recon.config``).
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[str, str | None]]:
+    """(imported module, enclosing function or None) of every import in ``path``."""
+    found: list[tuple[str, str | None]] = []
+
+    def visit(node: ast.AST, function: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                visit(child, child.name)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, function) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                found.append((child.module, function))
+                found.extend((f"{child.module}.{alias.name}", function) for alias in child.names)
+            visit(child, function)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), None)
+    return found
+
+
+def _package_files(package: str) -> list[Path]:
+    return sorted((ROOT / package.replace(".", "/")).rglob("*.py"))
+
+
+def _heavy_after_import(modules: list[str], watch: tuple[str, ...]) -> list[str]:
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(sorted({{m for m in sys.modules for w in {watch!r} "
+        "if m == w or m.startswith(w + '.')}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    return ast.literal_eval(result.stdout.strip().splitlines()[-1])
+
+
+def test_protocols_import_light_and_hold_no_sim_code():
+    files = _package_files("protocols")
+    modules = [_module_name(f) for f in files]
+    assert "protocols.progress" not in modules  # progress scoring is bench.sim.progress
+    for path in files:
+        sim = [name for name, _ in _imports(path) if name.startswith("bench.sim")]
+        assert not sim, f"{path.relative_to(ROOT)} imports {sim}"
+    loaded = _heavy_after_import(modules, ("torch", "mujoco", "warp", "bench.sim"))
+    assert not loaded, loaded
+
+
+def test_sim_does_not_import_policies():
+    allowed = {("bench.sim.rollout", "run_episode")}  # the loop that calls a policy
+    seen = set()
+    for path in _package_files("bench.sim"):
+        for name, function in _imports(path):
+            if name == "bench.policies" or name.startswith("bench.policies."):
+                assert function is not None, (
+                    f"{path.relative_to(ROOT)} imports {name} at module level")
+                seen.add((_module_name(path), function))
+    assert seen <= allowed, seen - allowed
+    modules = [_module_name(f) for f in _package_files("bench.sim")]
+    assert not _heavy_after_import(modules, ("bench.policies",))
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    cycles, state = [], {}
+
+    def walk(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                walk(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node, [node])
+    return cycles
+
+
+def test_cycle_finder_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_recon_has_no_import_cycle():
+    files = _package_files("bench.recon")
+    modules = {_module_name(f) for f in files}
+    graph = {
+        _module_name(f): {name for name, _ in _imports(f) if name in modules} - {_module_name(f)}
+        for f in files
+    }
+    assert "bench.recon.config" in graph["bench.recon.train"]
+    assert "bench.recon.config" in graph["bench.recon.densify"]
+    assert not _cycles(graph), _cycles(graph)
