@@ -65,6 +65,7 @@ def add_dataclass_arguments(
     flags: Mapping[str, str] | None = None,
     parser_defaults: bool = True,
     defaults: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, str]:
     """Add one flag per dataclass field to ``parser``.
 
@@ -80,6 +81,9 @@ def add_dataclass_arguments(
             distinguishable) while the help still states the dataclass default.
         defaults: Field name -> default that replaces the dataclass's (for a preset of the
             dataclass that a command starts from); the help states it.
+        metadata: Field name -> flag metadata (``help``, ``unit``, ...) merged over the
+            field's own, for a dataclass whose module another change owns; the default still
+            comes from the dataclass.
 
     Returns:
         argparse dest -> field name, for :func:`dataclass_values`.
@@ -87,6 +91,8 @@ def add_dataclass_arguments(
     flags = dict(flags or {})
     defaults = dict(defaults or {})
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    extra = {name: dict(meta) for name, meta in (metadata or {}).items()}
+    fields = {n: _with_metadata(f, extra[n]) if n in extra else f for n, f in fields.items()}
     names = list(only) if only is not None else [n for n, f in fields.items()
                                                   if "help" in f.metadata]
     unknown = [n for n in names if n not in fields]
@@ -115,6 +121,13 @@ def dataclass_values(args: argparse.Namespace, dests: Mapping[str, str]) -> dict
         if value is not None:
             values[name] = tuple(value) if isinstance(value, list) else value
     return values
+
+
+def _with_metadata(field: dataclasses.Field, extra: dict[str, Any]) -> dataclasses.Field:
+    copy = dataclasses.field(default=field.default, default_factory=field.default_factory,
+                             metadata={**field.metadata, **extra})
+    copy.name, copy.type = field.name, field.type
+    return copy
 
 
 def _field_default(field: dataclasses.Field) -> Any:

@@ -254,14 +254,14 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
 
     execution = (Execution() if args.latency_ms is None
                  else Execution(mode="async", latency_ms=args.latency_ms))
-    conditions = range(args.seed_start, args.seed_start + args.episodes)
+    init_indices = range(args.seed_start, args.seed_start + args.episodes)
     records, outputs, wall, latencies = [], {}, 0.0, []
-    for episode, condition in enumerate(
-        tqdm(conditions, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
+    for episode, init_index in enumerate(
+        tqdm(init_indices, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
     ):
         states = [] if args.save_states else None
         record, frames, seconds = run_episode(
-            env, policy, condition=condition, episode=episode, policy_name=args.policy,
+            env, policy, init_index=init_index, episode=episode, policy_name=args.policy,
             record_frames=args.video, states=states, execution=execution,
             latencies=latencies,
         )

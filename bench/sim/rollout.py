@@ -65,7 +65,7 @@ class EpisodeRecord:
 
     Attributes:
         episode: Index of the episode within the run.
-        condition: Initial-condition index (``reset(seed=condition)``).
+        init_index: Initial-condition index of the task's grid (``reset(seed=init_index)``).
         task: Task name.
         policy: Policy name.
         scene: Scene name.
@@ -86,7 +86,7 @@ class EpisodeRecord:
     """
 
     episode: int
-    condition: int
+    init_index: int
     task: str
     policy: str
     scene: str
@@ -105,6 +105,7 @@ class EpisodeRecord:
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict (field order kept)."""
         return asdict(self)
 
 
@@ -112,7 +113,7 @@ def run_episode(
     env: Any,
     policy: Any,
     *,
-    condition: int,
+    init_index: int,
     episode: int = 0,
     policy_name: str = "",
     record_frames: bool = False,
@@ -120,12 +121,12 @@ def run_episode(
     latencies: list[float] | None = None,
     execution: Execution | None = None,
 ) -> tuple[EpisodeRecord, list[np.ndarray], float]:
-    """Roll ``policy`` out in ``env`` from initial condition ``condition``.
+    """Roll ``policy`` out in ``env`` from the task grid's initial condition ``init_index``.
 
     Args:
         env: A splatbench Gymnasium environment (wrapped or not).
         policy: A :class:`~bench.policies.base.Policy`.
-        condition: Initial-condition index (``reset(seed=condition)``).
+        init_index: Initial-condition index of the task's grid (``reset(seed=init_index)``).
         episode: Index written into the record.
         policy_name: Name written into the record (default: the policy's ``name``).
         record_frames: Also return the wrist frames the policy saw.
@@ -143,8 +144,8 @@ def run_episode(
 
     execution = execution or Execution()
     start = time.perf_counter()
-    obs, info = env.reset(seed=condition)
-    policy.reset(seed=condition)
+    obs, info = env.reset(seed=init_index)
+    policy.reset(seed=init_index)
     frames = [obs["wrist_rgb"]] if record_frames and "wrist_rgb" in obs else []
     rows = list(info["frame_states"])
     name = policy_name or getattr(policy, "name", type(policy).__name__)
@@ -188,7 +189,7 @@ def run_episode(
     x, y, yaw = unwrapped.initial_pose
     record = EpisodeRecord(
         episode=episode,
-        condition=condition,
+        init_index=init_index,
         task=unwrapped.task.name,
         policy=name,
         scene=str(getattr(unwrapped.scene, "name", "")),

@@ -105,22 +105,22 @@ class Deployment:
         return Execution(mode="async", latency_ms=float(latency))
 
 
-def measure_latency_ms(env: Any, policy: Any, *, condition: int,
+def measure_latency_ms(env: Any, policy: Any, *, init_index: int,
                        queries: int = CALIBRATION_QUERIES) -> float:
-    """Median wall time (ms) of ``queries`` policy queries on ``condition``'s first frame."""
+    """Median wall time (ms) of ``queries`` policy queries on ``init_index``'s first frame."""
     import time
 
     import numpy as np
 
     from bench.policies.base import policy_observation
 
-    obs, info = env.reset(seed=condition)
-    policy.reset(seed=condition)
+    obs, info = env.reset(seed=init_index)
+    policy.reset(seed=init_index)
     observation = policy_observation(obs, env, frame=0)
     times = []
     for _ in range(queries):
         tick = time.perf_counter()
         policy.act(observation, info)
         times.append((time.perf_counter() - tick) * 1000.0)
-    policy.reset(seed=condition)
+    policy.reset(seed=init_index)
     return float(np.median(times))

@@ -266,7 +266,7 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
     from bench.sim.rollout import run_episode
     from bench.study.deployment import Deployment, measure_latency_ms
     from bench.study.obs_policy import obs_policy_enabled
-    from bench.study.runner import init_condition
+    from bench.study.runner import init_index
     from bench.study.store import RolloutRow
 
     spec = state.spec
@@ -281,17 +281,17 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
             if deployment.measured:
                 measured = known.get(p)
                 if measured is None:
-                    start = init_condition(spec, chunk.domain, chunk.items[0][1])
-                    measured = measure_latency_ms(env, policy, condition=start)
+                    start = init_index(spec, chunk.domain, chunk.items[0][1])
+                    measured = measure_latency_ms(env, policy, init_index=start)
                     yield MeasuredLatency(chunk.task, p, measured)
             executions[p] = deployment.execution_for(measured)
         for policy, trial in chunk.items:
-            start = init_condition(spec, chunk.domain, trial)
+            start = init_index(spec, chunk.domain, trial)
             key = (spec.name, chunk.scene, chunk.condition, chunk.task, policy, chunk.domain,
                    trial)
             latencies: list[float] = []
             extra = {"record_frames": True} if keep else {}
-            record, frames, _ = run_episode(env, policies[policy], condition=start,
+            record, frames, _ = run_episode(env, policies[policy], init_index=start,
                                             episode=trial, policy_name=policy,
                                             latencies=latencies,
                                             execution=executions[policy], **extra)
@@ -301,14 +301,10 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
             kept = None
             if keep:
                 kept = list(frames[:record.policy_queries][::spec.obs_policy_every])
-            yield RolloutOutcome(key, RolloutRow(
-                study=spec.name, scene=chunk.scene, condition=chunk.condition, task=chunk.task,
-                policy=policy, domain=chunk.domain, trial=trial, init_condition=start,
-                success=record.success, progress_final=record.progress_final,
-                progress_max=record.progress_max, frames=record.frames,
-                failure=record.failure, truncated=record.truncated,
-                first_grasp_frame=record.first_grasp_frame,
-                manifest_sha256=chunk.manifest_sha256), "", latencies, kept)
+            row = RolloutRow.from_episode(record, study=spec.name, scene=chunk.scene,
+                                          condition=chunk.condition, domain=chunk.domain,
+                                          trial=trial, manifest_sha256=chunk.manifest_sha256)
+            yield RolloutOutcome(key, row, "", latencies, kept)
     finally:
         if not state.keep_env:
             state.close()

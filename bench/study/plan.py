@@ -97,7 +97,7 @@ def measure_rollouts(spec: StudySpec) -> dict[str, float]:
         try:
             policy = make_policy(spec.policies[task][0], env, seed=spec.seed)
             start = time.perf_counter()
-            run_episode(env, policy, condition=spec.sim_condition_offset, episode=0)
+            run_episode(env, policy, init_index=spec.sim_condition_offset, episode=0)
             seconds[task] = time.perf_counter() - start
         finally:
             env.close()

@@ -36,7 +36,13 @@ from bench.errors import BenchError
 from bench.provenance import atomic_write_bytes
 
 DB_NAME = "results.sqlite"
-SCHEMA_VERSION = "splatbench-results/1"
+SCHEMA_VERSION = "splatbench-results/2"
+#: Older schemas this bench opens, with the SQL that migrates a store to the current one.
+#: /1 -> /2: ``rollouts.init_condition`` (the task-grid index) is named ``init_index`` so that
+#: "condition" only means the study condition.
+MIGRATIONS = {
+    "splatbench-results/1": ("ALTER TABLE rollouts RENAME COLUMN init_condition TO init_index",),
+}
 DOMAINS = ("sim", "real")
 
 
@@ -52,7 +58,7 @@ class RolloutRow:
         policy: Policy registry name.
         domain: ``"sim"`` or ``"real"`` (see docs: the synthetic world's "real" robot).
         trial: Trial index within the cell (0-based).
-        init_condition: Initial-condition index passed to ``env.reset(seed=...)``.
+        init_index: Initial-condition index of the task's grid (``env.reset(seed=...)``).
         success: Strict success predicate held.
         progress_final: Progress score at the last frame, in [0, 1].
         progress_max: Highest progress score reached.
@@ -70,7 +76,7 @@ class RolloutRow:
     policy: str
     domain: str
     trial: int
-    init_condition: int
+    init_index: int
     success: bool
     progress_final: float
     progress_max: float
@@ -80,12 +86,36 @@ class RolloutRow:
     first_grasp_frame: int
     manifest_sha256: str
 
+    @classmethod
+    def from_episode(cls, record: Any, *, study: str, scene: str, condition: str, domain: str,
+                     trial: int, manifest_sha256: str) -> RolloutRow:
+        """The stored row of one rollout: its outcome from a ``bench.sim.rollout.EpisodeRecord``.
+
+        Args:
+            record: The episode record (its ``init_index``, success, progress, frames,
+                failure, truncation and first-grasp frame are copied).
+            study: Study name.
+            scene: Scene name (the study's, which may differ from the record's bundle name).
+            condition: Study condition name.
+            domain: ``"sim"`` or ``"real"``.
+            trial: Trial index within the cell.
+            manifest_sha256: sha256 of the condition bundle's manifest.json.
+        """
+        outcome = {name: getattr(record, name) for name in EPISODE_FIELDS}
+        return cls(study=study, scene=scene, condition=condition, task=record.task,
+                   policy=record.policy, domain=domain, trial=trial,
+                   manifest_sha256=manifest_sha256, **outcome)
+
     @property
     def key(self) -> tuple[str, str, str, str, str, str, int]:
+        """The primary key ``(study, scene, condition, task, policy, domain, trial)``."""
         return (self.study, self.scene, self.condition, self.task, self.policy, self.domain,
                 self.trial)
 
 
+#: RolloutRow fields copied from the episode record (:meth:`RolloutRow.from_episode`).
+EPISODE_FIELDS = ("init_index", "success", "progress_final", "progress_max", "frames", "failure",
+                  "truncated", "first_grasp_frame")
 ROLLOUT_KEY = ("study", "scene", "condition", "task", "policy", "domain", "trial")
 ROLLOUT_COLUMNS = tuple(f.name for f in fields(RolloutRow))
 QUALITY_KEY = ("study", "scene", "condition", "view_protocol", "metric", "frame")
@@ -98,7 +128,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rollouts (
     study TEXT NOT NULL, scene TEXT NOT NULL, condition TEXT NOT NULL, task TEXT NOT NULL,
     policy TEXT NOT NULL, domain TEXT NOT NULL CHECK (domain IN {DOMAINS!r}),
-    trial INTEGER NOT NULL CHECK (trial >= 0), init_condition INTEGER NOT NULL,
+    trial INTEGER NOT NULL CHECK (trial >= 0), init_index INTEGER NOT NULL,
     success INTEGER NOT NULL, progress_final REAL NOT NULL, progress_max REAL NOT NULL,
     frames INTEGER NOT NULL, failure TEXT NOT NULL, truncated INTEGER NOT NULL,
     first_grasp_frame INTEGER NOT NULL, manifest_sha256 TEXT NOT NULL,
@@ -135,6 +165,11 @@ class ResultsStore:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            tables = {r[0] for r in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            stored = self.get_meta("schema") if "meta" in tables else None
+            if stored in MIGRATIONS:
+                self._migrate(stored)
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise BenchError(f"{self.path} is not a splatbench results database ({exc}); "
@@ -145,6 +180,18 @@ class ResultsStore:
         elif stored != SCHEMA_VERSION:
             raise BenchError(f"{self.path} has schema {stored!r}, this bench writes "
                              f"{SCHEMA_VERSION!r}; use a new --out")
+
+    def _migrate(self, stored: str) -> None:
+        """Bring a store of an older schema to :data:`SCHEMA_VERSION` in one transaction."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[stored]:
+                self._db.execute(statement)
+            self.set_meta("schema", SCHEMA_VERSION)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     @classmethod
     def open_read_only(cls, path: str | os.PathLike) -> ResultsStore:
@@ -174,7 +221,11 @@ class ResultsStore:
             raise BenchError(f"{path} is not a splatbench results database ({exc}); pass the "
                              "results.sqlite of a study output") from None
         missing = {"meta", "rollouts", "quality", "conditions"} - tables
-        if schema != SCHEMA_VERSION or missing:
+        store._rollout_select = ROLLOUT_COLUMNS
+        if schema in MIGRATIONS and not missing:  # read an old store as it is: rename on read
+            store._rollout_select = tuple("init_condition AS init_index" if c == "init_index"
+                                          else c for c in ROLLOUT_COLUMNS)
+        elif schema != SCHEMA_VERSION or missing:
             store._db.close()
             raise BenchError(f"{path} is not a splatbench results store (schema {schema!r}, "
                              f"expected {SCHEMA_VERSION!r}); pass the results.sqlite of a "
@@ -242,9 +293,10 @@ class ResultsStore:
             is not None
 
     def _select(self, table: str, columns: Sequence[str], key: Sequence[str],
-                study: str | None) -> list[dict[str, Any]]:
+                study: str | None, *, select: Sequence[str] | None = None
+                ) -> list[dict[str, Any]]:
         """Every row of ``table`` (of ``study`` if given) as column -> value, sorted by key."""
-        sql = f"SELECT {', '.join(columns)} FROM {table}"
+        sql = f"SELECT {', '.join(select or columns)} FROM {table}"
         args: tuple = ()
         if study is not None:
             sql, args = sql + " WHERE study = ?", (study,)
@@ -254,7 +306,8 @@ class ResultsStore:
     def rollouts(self, study: str | None = None) -> list[RolloutRow]:
         """Every stored rollout (of ``study`` if given), sorted by key."""
         out = []
-        for data in self._select("rollouts", ROLLOUT_COLUMNS, ROLLOUT_KEY, study):
+        select = getattr(self, "_rollout_select", ROLLOUT_COLUMNS)
+        for data in self._select("rollouts", ROLLOUT_COLUMNS, ROLLOUT_KEY, study, select=select):
             data["success"], data["truncated"] = bool(data["success"]), bool(data["truncated"])
             out.append(RolloutRow(**data))
         return out

@@ -100,12 +100,12 @@ def run_rollout(args: argparse.Namespace) -> int:
     try:
         with staged_output_dir(args.out, overwrite=args.overwrite,
                                inputs=inputs) as tmp:
-            conditions = range(args.seed_start, args.seed_start + args.episodes)
-            for episode, condition in enumerate(tqdm(conditions, desc="rollout rope", unit="ep",
+            init_indices = range(args.seed_start, args.seed_start + args.episodes)
+            for episode, init_index in enumerate(tqdm(init_indices, desc="rollout rope", unit="ep",
                                                      file=sys.stderr)):
                 states = [] if args.save_states else None
                 record, frames, _ = run_episode(
-                    env, policy, condition=condition, episode=episode, policy_name=args.policy,
+                    env, policy, init_index=init_index, episode=episode, policy_name=args.policy,
                     record_frames=args.video, states=states)
                 records.append(record)
                 if args.video and frames:

@@ -33,7 +33,7 @@ def test_rollout_writes_records_manifest_and_video(scene_dir, tmp_path):
     assert _run(scene_dir, out, "--video", "--image-size", "48", "48", "--seed-start", "3") == 0
     records = json.loads((out / "episodes.json").read_text())
     assert records["summary"]["episodes"] == 2
-    assert [e["condition"] for e in records["episodes"]] == [3, 4]
+    assert [e["init_index"] for e in records["episodes"]] == [3, 4]
     rows = list(csv.DictReader((out / "episodes.csv").open()))
     assert [r["success"] for r in rows] == [str(e["success"]) for e in records["episodes"]]
     config = json.loads((out / "config.json").read_text())

@@ -17,7 +17,7 @@ from bench.study.store import ROLLOUT_COLUMNS, ResultsStore, RolloutRow
 
 def _row(trial: int, *, success: bool = True, policy: str = "pi1") -> RolloutRow:
     return RolloutRow(study="s", scene="duo", condition="clean", task="cup", policy=policy,
-                      domain="sim", trial=trial, init_condition=trial, success=success,
+                      domain="sim", trial=trial, init_index=trial, success=success,
                       progress_final=0.5, progress_max=0.75, frames=60, failure="",
                       truncated=False, first_grasp_frame=20, manifest_sha256="ab" * 32)
 
@@ -115,3 +115,73 @@ def test_not_a_database(tmp_path):
     (tmp_path / "results.sqlite").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(BenchError, match="not a splatbench results database"):
         ResultsStore(tmp_path)
+
+
+# The rollouts table of schema splatbench-results/1 (bench/study/store.py before the
+# init_condition -> init_index rename), verbatim; the other tables are unchanged in /2.
+_SCHEMA_V1_ROLLOUTS = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE rollouts (
+    study TEXT NOT NULL, scene TEXT NOT NULL, condition TEXT NOT NULL, task TEXT NOT NULL,
+    policy TEXT NOT NULL, domain TEXT NOT NULL CHECK (domain IN ('sim', 'real')),
+    trial INTEGER NOT NULL CHECK (trial >= 0), init_condition INTEGER NOT NULL,
+    success INTEGER NOT NULL, progress_final REAL NOT NULL, progress_max REAL NOT NULL,
+    frames INTEGER NOT NULL, failure TEXT NOT NULL, truncated INTEGER NOT NULL,
+    first_grasp_frame INTEGER NOT NULL, manifest_sha256 TEXT NOT NULL,
+    PRIMARY KEY (study, scene, condition, task, policy, domain, trial));
+"""
+
+
+def _old_store(path, rows):
+    """A schema-/1 results.sqlite holding ``rows`` (as a bench before the rename wrote it)."""
+    import sqlite3
+
+    from bench.study.store import _SCHEMA
+
+    db = sqlite3.connect(path / "results.sqlite")
+    db.executescript(_SCHEMA_V1_ROLLOUTS)
+    db.executescript(_SCHEMA)  # quality and conditions (CREATE ... IF NOT EXISTS)
+    db.execute("INSERT INTO meta VALUES ('schema', 'splatbench-results/1')")
+    for r in rows:
+        values = [int(v) if isinstance(v, bool) else v for v in r.__dict__.values()]
+        db.execute(f"INSERT INTO rollouts VALUES ({', '.join('?' * len(values))})", values)
+    db.commit()
+    db.close()
+
+
+def test_old_schema_store_migrates_and_exports_identically(tmp_path):
+    from bench.study.store import SCHEMA_VERSION
+
+    rows = [_row(t, success=t % 2 == 0) for t in range(4)] + [_row(0, policy="pi2")]
+    new, old = tmp_path / "new", tmp_path / "old"
+    with ResultsStore(new) as store:
+        for r in rows:
+            store.add_rollout(r)
+        store.export_csv(new / "csv")
+    old.mkdir()
+    _old_store(old, rows)
+    # read-only: the old store is read as it is (nothing written), with the new names
+    with ResultsStore.open_read_only(old / "results.sqlite") as store:
+        assert store.rollouts() == sorted(rows, key=lambda r: r.key)
+        assert store.get_meta("schema") == "splatbench-results/1"
+    with ResultsStore(old) as store:  # writable: migrated in place
+        assert store.get_meta("schema") == SCHEMA_VERSION
+        assert store.rollouts() == sorted(rows, key=lambda r: r.key)
+        store.export_csv(old / "csv")
+        assert store.add_rollout(rows[0]) is False  # still the same row after the migration
+    for name in ("rollouts.csv", "quality.csv", "conditions.csv"):
+        assert (old / "csv" / name).read_bytes() == (new / "csv" / name).read_bytes(), name
+    header = (new / "csv" / "rollouts.csv").read_text().splitlines()[0].split(",")
+    assert "init_index" in header and "init_condition" not in header
+
+
+def test_rollout_row_from_episode_record():
+    from bench.sim.rollout import EpisodeRecord
+
+    record = EpisodeRecord(episode=3, init_index=7, task="cup", policy="pi1", scene="bundle",
+                           success=True, progress_final=0.5, progress_max=0.75,
+                           failure="", truncated=False, frames=60, policy_queries=4,
+                           first_grasp_frame=20, init_x=0.0, init_y=0.0, init_yaw_deg=0.0)
+    row = RolloutRow.from_episode(record, study="s", scene="duo", condition="clean",
+                                  domain="sim", trial=7, manifest_sha256="ab" * 32)
+    assert row == _row(7)
