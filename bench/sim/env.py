@@ -69,7 +69,7 @@ import numpy as np
 from bench.errors import BenchError
 from bench.sim.config import EnvConfig
 from bench.sim.progress import make_progress_scorer, step_state
-from bench.sim.state import TaskState
+from bench.sim.state import FrameState, TaskState
 from bench.sim.tasks import TaskSpec, get_task
 from bench.sim.transforms import interpolate_pose, rotvec_to_mat
 from bench.sim.world import TableGeometry, World
@@ -394,20 +394,20 @@ class SplatBenchEnv(gym.Env):
         self._progress_value = self._score_progress(state, success=self._success)
         self._frame_rows.append(self._frame_row(state, success_now=success_now))
 
-    def _frame_row(self, state: TaskState, *, success_now: bool) -> dict[str, Any]:
+    def _frame_row(self, state: TaskState, *, success_now: bool) -> FrameState:
         """One frame of the recorded state stream (see ``info["frame_states"]``)."""
-        return {
-            "frame": state.frame,
-            "ee_pose": [*state.tcp_pos.tolist(), *state.tcp_quat.tolist()],
-            "gripper": min(max(state.opening / self.world.robot.max_opening, 0.0), 1.0),
-            "opening_m": state.opening,
-            "attached": state.attached or "",
-            "held": state.held(self.task.actor.name),
-            "success_now": success_now,
-            "success": self._success,
-            "progress": self._progress_value,
-            "objects": {n: [*o.pos.tolist(), *o.quat.tolist()] for n, o in state.objects.items()},
-        }
+        return FrameState(
+            frame=state.frame,
+            ee_pose=[*state.tcp_pos.tolist(), *state.tcp_quat.tolist()],
+            gripper=min(max(state.opening / self.world.robot.max_opening, 0.0), 1.0),
+            opening_m=state.opening,
+            attached=state.attached or "",
+            held=state.held(self.task.actor.name),
+            success_now=success_now,
+            success=self._success,
+            progress=self._progress_value,
+            objects={n: [*o.pos.tolist(), *o.quat.tolist()] for n, o in state.objects.items()},
+        )
 
     def _score_progress(self, state: TaskState, *, success: bool) -> float:
         if self._progress is None:

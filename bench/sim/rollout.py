@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.sim.state import FrameState
+
 EXECUTION_MODES = ("blocking", "async")
 
 
@@ -117,7 +119,7 @@ def run_episode(
     episode: int = 0,
     policy_name: str = "",
     record_frames: bool = False,
-    states: list[dict[str, Any]] | None = None,
+    states: list[FrameState] | None = None,
     latencies: list[float] | None = None,
     execution: Execution | None = None,
 ) -> tuple[EpisodeRecord, list[np.ndarray], float]:
@@ -184,7 +186,7 @@ def run_episode(
     queries = counter[0]
     if states is not None:
         states.extend(rows)
-    grasped = [r["frame"] for r in rows if r["held"]]
+    grasped = [r.frame for r in rows if r.held]
     unwrapped = env.unwrapped
     x, y, yaw = unwrapped.initial_pose
     record = EpisodeRecord(
@@ -195,7 +197,7 @@ def run_episode(
         scene=str(getattr(unwrapped.scene, "name", "")),
         success=bool(info["success"]),
         progress_final=round(float(reward), 6),
-        progress_max=round(max(r["progress"] for r in rows), 6),
+        progress_max=round(max(r.progress for r in rows), 6),
         failure=info["failure"] or "",
         truncated=bool(truncated),
         frames=int(info["frame"]),
@@ -277,44 +279,44 @@ def state_stream_columns(objects: list[str]) -> list[str]:
     return columns
 
 
-def state_stream_rows(frame_states: list[dict[str, Any]]) -> list[list[Any]]:
+def state_stream_rows(frame_states: list[FrameState]) -> list[list[Any]]:
     """Flatten ``info["frame_states"]`` rows into CSV rows (see :func:`state_stream_columns`)."""
     rows = []
     for row in frame_states:
         flat = [
-            row["frame"],
-            *row["ee_pose"],
-            row["gripper"],
-            row["opening_m"],
-            row["attached"],
-            int(row["held"]),
-            int(row["success_now"]),
-            int(row["success"]),
-            row["progress"],
+            row.frame,
+            *row.ee_pose,
+            row.gripper,
+            row.opening_m,
+            row.attached,
+            int(row.held),
+            int(row.success_now),
+            int(row.success),
+            row.progress,
         ]
-        for pose in row["objects"].values():
+        for pose in row.objects.values():
             flat += pose
         rows.append(flat)
     return rows
 
 
-def progress_frames(frame_states: list[dict[str, Any]]):
+def progress_frames(frame_states: list[FrameState]):
     """A ``protocols.progress.Frames`` block of a recorded stream (for ``score_stream``)."""
     from protocols.progress import Frames
 
-    names = list(frame_states[0]["objects"])
+    names = list(frame_states[0].objects)
     return Frames(
-        objects={n: np.array([r["objects"][n] for r in frame_states]) for n in names},
-        ee_pose=np.array([r["ee_pose"] for r in frame_states]),
-        gripper=np.array([r["gripper"] for r in frame_states]),
+        objects={n: np.array([r.objects[n] for r in frame_states]) for n in names},
+        ee_pose=np.array([r.ee_pose for r in frame_states]),
+        gripper=np.array([r.gripper for r in frame_states]),
     )
 
 
-def progress_success(frame_states: list[dict[str, Any]]) -> np.ndarray:  # [T] bool
+def progress_success(frame_states: list[FrameState]) -> np.ndarray:  # [T] bool
     """The env's declared success per frame of a recorded stream (``score_stream(success=)``).
 
     The environment passes the same flags to its online scorer, so
     ``score_stream(spec, progress_frames(rows), dt=dt, success=progress_success(rows))``
     reproduces the recorded progress exactly.
     """
-    return np.array([bool(r["success"]) for r in frame_states], dtype=bool)
+    return np.array([bool(r.success) for r in frame_states], dtype=bool)

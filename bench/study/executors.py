@@ -302,7 +302,8 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
             if keep:
                 kept = list(frames[:record.policy_queries][::spec.obs_policy_every])
             row = RolloutRow.from_episode(record, study=spec.name, scene=chunk.scene,
-                                          condition=chunk.condition, domain=chunk.domain,
+                                          condition=chunk.condition, task=chunk.task,
+                                          policy=policy, domain=chunk.domain,
                                           trial=trial, manifest_sha256=chunk.manifest_sha256)
             yield RolloutOutcome(key, row, "", latencies, kept)
     finally:

@@ -87,8 +87,8 @@ class RolloutRow:
     manifest_sha256: str
 
     @classmethod
-    def from_episode(cls, record: Any, *, study: str, scene: str, condition: str, domain: str,
-                     trial: int, manifest_sha256: str) -> RolloutRow:
+    def from_episode(cls, record: Any, *, study: str, scene: str, condition: str, task: str,
+                     policy: str, domain: str, trial: int, manifest_sha256: str) -> RolloutRow:
         """The stored row of one rollout: its outcome from a ``bench.sim.rollout.EpisodeRecord``.
 
         Args:
@@ -97,13 +97,15 @@ class RolloutRow:
             study: Study name.
             scene: Scene name (the study's, which may differ from the record's bundle name).
             condition: Study condition name.
+            task: The study's task name (a task file's label may differ from the record's).
+            policy: The study's policy label.
             domain: ``"sim"`` or ``"real"``.
             trial: Trial index within the cell.
             manifest_sha256: sha256 of the condition bundle's manifest.json.
         """
         outcome = {name: getattr(record, name) for name in EPISODE_FIELDS}
-        return cls(study=study, scene=scene, condition=condition, task=record.task,
-                   policy=record.policy, domain=domain, trial=trial,
+        return cls(study=study, scene=scene, condition=condition, task=task, policy=policy,
+                   domain=domain, trial=trial,
                    manifest_sha256=manifest_sha256, **outcome)
 
     @property

@@ -119,7 +119,7 @@ def run_rollout(args: argparse.Namespace) -> int:
                     name = f"states/episode_{episode:04d}.csv"
                     buffer = io.StringIO()
                     writer = csv.writer(buffer, lineterminator="\n")
-                    writer.writerow(state_stream_columns(list(states[0]["objects"])))
+                    writer.writerow(state_stream_columns(list(states[0].objects)))
                     writer.writerows(state_stream_rows(states))
                     atomic_write_bytes(tmp / name, buffer.getvalue().encode("utf-8"))
                     outputs[name] = tmp / name

@@ -32,6 +32,7 @@ from bench.sim.robot import HAND_BODY, FloatingGripper
 from bench.sim.softbody.coupling import GeomColliders, SoftGrasp, SoftGraspConfig
 from bench.sim.softbody.model import SpringMassConfig, SpringMassModel, neighbour_springs
 from bench.sim.softbody.task import ROPE_GRID, ROPE_TASK, RopeTask  # noqa: F401 - re-export
+from bench.sim.state import FrameState
 from bench.sim.transforms import interpolate_pose, mat_to_quat, pose, rotvec_to_mat, top_down_mat
 from bench.sim.world import TABLE_THICKNESS, TableGeometry
 
@@ -332,26 +333,26 @@ class RopeEnv(gym.Env):
         self._update_progress()
         self._rows.append(self._frame_row(now))
 
-    def _frame_row(self, success_now: bool) -> dict[str, Any]:
+    def _frame_row(self, success_now: bool) -> FrameState:
         """One frame of the state stream, in the rigid envs' format (``info["frame_states"]``)."""
         tcp = self.world.robot.tcp_pose(self.world.data)
         opening = self.world.robot.opening(self.world.data)
         nodes = self.world.sim.positions()
         identity = [1.0, 0.0, 0.0, 0.0]
-        return {
-            "frame": self._frame,
-            "ee_pose": [*tcp[:3, 3].tolist(), *mat_to_quat(tcp[:3, :3]).tolist()],
-            "gripper": min(max(opening / self.world.robot.max_opening, 0.0), 1.0),
-            "opening_m": opening,
-            "attached": "rope" if self.world.grasp.holding else "",
-            "held": bool(self.world.grasp.holding),
-            "success_now": bool(success_now),
-            "success": self._success,
-            "progress": self._progress,
-            "objects": {"rope_end": [*nodes[0].tolist(), *identity],
-                        "rope_middle": [*nodes[ROPE_NODES // 2].tolist(), *identity],
-                        "rope_far_end": [*nodes[-1].tolist(), *identity]},
-        }
+        return FrameState(
+            frame=self._frame,
+            ee_pose=[*tcp[:3, 3].tolist(), *mat_to_quat(tcp[:3, :3]).tolist()],
+            gripper=min(max(opening / self.world.robot.max_opening, 0.0), 1.0),
+            opening_m=opening,
+            attached="rope" if self.world.grasp.holding else "",
+            held=bool(self.world.grasp.holding),
+            success_now=bool(success_now),
+            success=self._success,
+            progress=self._progress,
+            objects={"rope_end": [*nodes[0].tolist(), *identity],
+                     "rope_middle": [*nodes[ROPE_NODES // 2].tolist(), *identity],
+                     "rope_far_end": [*nodes[-1].tolist(), *identity]},
+        )
 
     def crossings(self, nodes: np.ndarray | None = None) -> int:
         nodes = self.world.sim.positions() if nodes is None else nodes

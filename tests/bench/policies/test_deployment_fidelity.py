@@ -62,9 +62,9 @@ def test_latency_takes_effect_exactly_ceil_l_over_frame_time_later(scene, latenc
     env.close()
     period = max(execute, k)
     assert policy.query_frames[:3] == [0, period, 2 * period]
-    xy = np.array([row["ee_pose"][:2] for row in states])
+    xy = np.array([row.ee_pose[:2] for row in states])
     z = np.linalg.norm(xy - xy[0], axis=1)  # distance travelled from the start
-    assert [row["frame"] for row in states] == list(range(len(states)))
+    assert [row.frame for row in states] == list(range(len(states)))
     t = policy.query_frames[1]  # the ramp is issued at frame t ...
     steps = np.diff(z)
     moving = np.flatnonzero(steps > STEP / 2)

@@ -154,7 +154,7 @@ def test_rollout_through_server_equals_in_process_bit_for_bit(rgb_env):
             assert local_states == remote_states  # every frame, every float
             assert all(np.array_equal(a, b) for a, b in zip(frames_a, frames_b, strict=True))
             assert len(latencies) == rec_b.policy_queries and min(latencies) > 0
-            assert local_states[-1]["ee_pose"] != local_states[0]["ee_pose"]  # it moved
+            assert local_states[-1].ee_pose != local_states[0].ee_pose  # it moved
     finally:
         stop(proc)
 

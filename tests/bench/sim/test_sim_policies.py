@@ -87,6 +87,6 @@ def test_in_memory_state_stream_rescores_to_the_online_progress(small_scene):
         dt=0.1,
         success=progress_success(states),  # the env's success, its scorer's terminal signal
     )
-    np.testing.assert_array_equal(trace.score, [s["progress"] for s in states])
+    np.testing.assert_array_equal(trace.score, [s.progress for s in states])
     assert trace.final_score == 1.0 and trace.success_step == len(states) - 1
     assert trace.score[-1] == pytest.approx(record.progress_final, abs=5e-7)  # record: 6 digits

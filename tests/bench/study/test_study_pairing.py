@@ -35,9 +35,11 @@ def recorder(monkeypatch):
 
     calls = []
 
-    def run_episode(env, policy, *, condition, episode, policy_name, **_):
+    def run_episode(env, policy, *, init_index, episode, policy_name, **_):
+        condition = init_index
         calls.append((env.scene, env.task, policy_name, condition, episode))
-        record = SimpleNamespace(success=condition % 2 == 0, progress_final=0.5,
+        record = SimpleNamespace(init_index=init_index,
+                                 success=condition % 2 == 0, progress_final=0.5,
                                  progress_max=0.75, frames=condition, failure="",
                                  truncated=False, first_grasp_frame=-1, status="ok")
         return record, [], 0.0

@@ -183,5 +183,6 @@ def test_rollout_row_from_episode_record():
                            failure="", truncated=False, frames=60, policy_queries=4,
                            first_grasp_frame=20, init_x=0.0, init_y=0.0, init_yaw_deg=0.0)
     row = RolloutRow.from_episode(record, study="s", scene="duo", condition="clean",
-                                  domain="sim", trial=7, manifest_sha256="ab" * 32)
+                                  task="cup", policy="pi1", domain="sim", trial=7,
+                                  manifest_sha256="ab" * 32)
     assert row == _row(7)
