@@ -1,13 +1,16 @@
 # Two entry points for a newcomer: `make demo` (main job) and `make test`.
+# `make demo` writes to $(DEMO_OUT) (untracked, default out/demo); `make demo-results`
+# refreshes the committed results/demo.
 # Both create .venv at the repo root when it is missing.
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.splatbench-installed
+DEMO_OUT ?= out/demo
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo test lint bench clean-venv
+.PHONY: setup demo demo-results test lint bench clean-venv
 
 setup: $(STAMP)
 
@@ -25,6 +28,10 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: setup
+	$(VENV)/bin/bench demo --out $(DEMO_OUT) --overwrite
+
+# the committed tables, figures and summary under results/demo (run before committing them)
+demo-results: setup
 	$(VENV)/bin/bench demo --out results/demo --overwrite
 
 test: setup
