@@ -129,6 +129,7 @@ def collect_overrides(args: argparse.Namespace, kind: str) -> dict:
 
 
 def run_perturb(args: argparse.Namespace) -> int:
+    """Handler of ``bench perturb``: apply the editor or preset, write the bundle and manifest."""
     from pathlib import Path
 
     from bench.errors import BenchError

@@ -62,6 +62,7 @@ class HoleParams:
 
 
 def resolve_apex(params: HoleParams, table: TableSpec) -> np.ndarray:  # [3]
+    """The cone apex [3] in metres: the given one, else the table centre at table height."""
     if params.apex is not None:
         return np.asarray(params.apex, dtype=np.float64)
     return np.array([table.center[0], table.center[1], table.height], dtype=np.float64)

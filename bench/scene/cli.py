@@ -83,6 +83,7 @@ def scene_summary(path: str, *, drop_nonfinite: bool = False) -> dict:
 
 
 def run_info(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene info``: print the bundle's summary (text or JSON)."""
     summary = scene_summary(args.path, drop_nonfinite=args.drop_nonfinite)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -112,6 +113,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_sample(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene sample``: write a generated sample room bundle."""
     from bench.errors import BenchError
     from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
     from bench.scene.bundle import write_scene_files

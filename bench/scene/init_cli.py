@@ -138,6 +138,7 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
 
 # --------------------------------------------------------------------------- init
 def run_init(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene init``: register a raw scan as a scene bundle."""
     from pathlib import Path
 
     from bench.errors import BenchError
@@ -179,6 +180,7 @@ def run_init(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- edit
 def run_edit(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene edit``: adjust a bundle's table, keepouts or registration."""
     from pathlib import Path
 
     from bench.errors import BenchError
@@ -215,6 +217,7 @@ def run_edit(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- crop
 def run_crop(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene crop``: remove the Gaussians of physical task objects."""
     from pathlib import Path
 
     from bench.safety import preflight_output_dir

@@ -218,6 +218,7 @@ class EnvConfig:
 
     @property
     def frame_seconds(self) -> float:
+        """Duration of one control frame, seconds (1 / control_hz)."""
         return 1.0 / self.control_hz
 
     @property
@@ -226,4 +227,5 @@ class EnvConfig:
         return int(round(self.frame_seconds / self.physics_dt))
 
     def replace(self, **changes) -> EnvConfig:
+        """A copy with the given fields changed (validated again)."""
         return dataclasses.replace(self, **changes)

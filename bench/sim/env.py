@@ -250,6 +250,7 @@ class SplatBenchEnv(gym.Env):
 
     # -- gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode at grid condition ``seed`` (or ``options["condition"]``)."""
         super().reset(seed=seed)
         options = options or {}
         if "condition" in options:
@@ -279,6 +280,7 @@ class SplatBenchEnv(gym.Env):
         return self._observation(), self._info(executed=0)
 
     def step(self, action):
+        """Execute an action chunk (or one action): Gymnasium's 5-tuple."""
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         rows = self._validate_action(action)
@@ -326,11 +328,13 @@ class SplatBenchEnv(gym.Env):
         return np.linalg.inv(tcp) @ self.world.robot.camera_pose(data)
 
     def render(self):
+        """The exterior camera view [H, W, 3] uint8 (``render_mode="rgb_array"``), else None."""
         if self.render_mode != "rgb_array":
             return None
         return self._get_renderer().render_exterior()
 
     def close(self) -> None:
+        """Free the renderers (MuJoCo GL context, Gaussian renderer)."""
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None

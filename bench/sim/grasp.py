@@ -82,6 +82,7 @@ class Grasp:
         self.reset()
 
     def reset(self, data: mujoco.MjData | None = None) -> None:
+        """Forget any attachment and squeeze (episode start); turn the welds off in ``data``."""
         self.attached: int | None = None  # index into self.objects
         self.attach_opening = 0.0
         self.squeezing: int | None = None  # friction mode: object being squeezed
@@ -91,6 +92,7 @@ class Grasp:
 
     @property
     def attached_name(self) -> str | None:
+        """Name of the welded object, None when nothing is attached."""
         return None if self.attached is None else self.objects[self.attached]
 
     def pad_contacts(self, data: mujoco.MjData) -> np.ndarray:

@@ -41,6 +41,7 @@ class ObjectState:
 
     @property
     def rotation(self) -> np.ndarray:  # [3, 3]
+        """World-from-object rotation [3, 3]."""
         return quat_to_mat(self.quat)
 
     def __eq__(self, other: object) -> bool:
@@ -49,9 +50,11 @@ class ObjectState:
     __hash__ = None
 
     def to_local(self, points: np.ndarray) -> np.ndarray:  # [M, 3] world -> [M, 3] object frame
+        """World points in the object frame."""
         return (np.atleast_2d(points) - self.pos) @ self.rotation
 
     def to_world(self, points: np.ndarray) -> np.ndarray:  # [M, 3] object frame -> [M, 3] world
+        """Object-frame points in the world."""
         return np.atleast_2d(points) @ self.rotation.T + self.pos
 
 

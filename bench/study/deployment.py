@@ -51,6 +51,7 @@ class Deployment:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Deployment:
+        """Settings from the spec's ``deployment`` object; BenchError names unknown keys."""
         known = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(data) - set(known))
         if unknown:
@@ -91,6 +92,7 @@ class Deployment:
 
     @property
     def measured(self) -> bool:
+        """True when the latency is measured per policy (async with ``latency_ms="p50"``)."""
         return self.execution == "async" and self.latency_ms == "p50"
 
     def execution_for(self, measured_ms: float | None = None) -> Any:

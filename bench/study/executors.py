@@ -119,6 +119,7 @@ class ExecutorConfig:
         return self.threads or max(1, (os.cpu_count() or 1) // self.resolved_workers())
 
     def to_json(self) -> dict[str, Any]:
+        """The settings as JSON."""
         return dataclasses.asdict(self)
 
 
@@ -174,6 +175,7 @@ class RolloutChunk:
 
     @property
     def group(self) -> tuple[str, str, str]:
+        """(scene, condition, task): the chunks that share one env."""
         return (self.scene, self.condition, self.task)
 
 
@@ -221,6 +223,7 @@ class WorkerState:
         self._env: tuple[tuple[str, str, str], Any, dict] | None = None
 
     def background(self, scene: str, condition: str, path: str) -> Any:
+        """The condition's scene bundle (one kept in memory at a time)."""
         from bench.scene.bundle import load_scene
 
         if self._bundle is None or self._bundle[0] != (scene, condition):
@@ -229,6 +232,7 @@ class WorkerState:
         return self._bundle[1]
 
     def env_and_policies(self, chunk: RolloutChunk) -> tuple[Any, dict]:
+        """The env and policies of a chunk's cell (the env is reused while the cell is the same)."""
         import bench.policies.visual  # noqa: F401 - registers the visual policies
         import bench.sim
         from bench.policies import make_policy
@@ -256,6 +260,7 @@ class WorkerState:
         return env, policies
 
     def close(self) -> None:
+        """Close the cached env."""
         if self._env is not None:
             env, self._env = self._env[1], None
             env.close()
@@ -340,6 +345,7 @@ class Driver:
         return dataclasses.replace(chunk, latencies=known)
 
     def deliver(self, events: list[Any]) -> None:
+        """Commit events in order and advance the bar once per rollout outcome."""
         for event in events:
             self.commit(event)
             if isinstance(event, RolloutOutcome):

@@ -240,6 +240,7 @@ class ResultsStore:
         self._lock = lock
 
     def close(self) -> None:
+        """Close the database and release the held lock."""
         self._db.close()
         lock, self._lock = getattr(self, "_lock", None), None
         if lock is not None:
@@ -253,10 +254,12 @@ class ResultsStore:
 
     # -- meta -----------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
+        """The value stored under ``key`` in ``meta``, None when absent."""
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
     def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key`` in ``meta`` (replacing it)."""
         self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     # -- generic idempotent insert ----------------------------------------------------------
@@ -290,6 +293,7 @@ class ResultsStore:
         return self._insert("rollouts", ROLLOUT_COLUMNS, ROLLOUT_KEY, values)
 
     def has_rollout(self, key: Sequence[Any]) -> bool:
+        """True when a rollout with this primary key is stored."""
         where = " AND ".join(f"{k} = ?" for k in ROLLOUT_KEY)
         return self._db.execute(f"SELECT 1 FROM rollouts WHERE {where}", tuple(key)).fetchone() \
             is not None
@@ -315,6 +319,7 @@ class ResultsStore:
         return out
 
     def count_rollouts(self) -> int:
+        """Number of stored rollouts."""
         return int(self._db.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0])
 
     # -- quality --------------------------------------------------------------------------
@@ -337,6 +342,7 @@ class ResultsStore:
         return new
 
     def has_quality(self, study: str, scene: str, condition: str, protocol: str) -> bool:
+        """True when any score of this scene, condition and view protocol is stored."""
         return self._db.execute(
             "SELECT 1 FROM quality WHERE study = ? AND scene = ? AND condition = ? "
             "AND view_protocol = ? LIMIT 1", (study, scene, condition, protocol)
@@ -349,6 +355,7 @@ class ResultsStore:
     # -- conditions -----------------------------------------------------------------------
     def add_condition(self, study: str, scene: str, condition: str, *, tool: str, path: str,
                       manifest_sha256: str, manifest: dict[str, Any]) -> bool:
+        """Store a condition bundle's tool id, path and manifest; True if it was not stored yet."""
         text = json.dumps(manifest, sort_keys=True)
         return self._insert("conditions", CONDITION_COLUMNS, CONDITION_KEY,
                             [study, scene, condition, tool, path, manifest_sha256, text])

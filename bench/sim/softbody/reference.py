@@ -51,16 +51,19 @@ class ColliderFrame:
 
     @classmethod
     def empty(cls) -> ColliderFrame:
+        """A frame with no colliders."""
         z3, z4 = np.zeros((0, 3)), np.zeros((0, 4))
         zi = np.zeros(0, np.int64)
         return cls(zi, z3, z3, z3, z4, z4, z3, z3, zi, np.zeros(0), np.zeros((0, 3)))
 
     @property
     def count(self) -> int:
+        """Number of colliders."""
         return len(self.kinds)
 
 
 def quat_to_mat(q: np.ndarray) -> np.ndarray:  # [4] (w, x, y, z) -> [3, 3]
+    """Rotation matrix [3, 3] of a (w, x, y, z) quaternion (normalised first)."""
     w, x, y, z = q / np.linalg.norm(q)
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
@@ -70,6 +73,7 @@ def quat_to_mat(q: np.ndarray) -> np.ndarray:  # [4] (w, x, y, z) -> [3, 3]
 
 
 def slerp(q0: np.ndarray, q1: np.ndarray, t: float) -> np.ndarray:  # [4], [4] -> [4]
+    """Spherical linear interpolation between two unit quaternions at ``t`` in [0, 1]."""
     q0, q1 = q0 / np.linalg.norm(q0), q1 / np.linalg.norm(q1)
     dot = float(np.dot(q0, q1))
     if dot < 0:
