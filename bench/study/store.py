@@ -21,8 +21,6 @@ Tables are exported to CSV sorted by key, so the same results give the same byte
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -365,27 +363,72 @@ class ResultsStore:
         return self._select("conditions", CONDITION_COLUMNS, CONDITION_KEY, study)
 
     # -- export ---------------------------------------------------------------------------
+    def tables(self, study: str | None = None) -> dict[str, Any]:
+        """The stored results as long-format pandas DataFrames, sorted by key.
+
+        Args:
+            study: Only this study's rows (default: every stored row).
+
+        Returns:
+            ``{"rollouts", "quality", "conditions"}`` -> DataFrame: one row per rollout (bools as
+            0/1), per score, per condition bundle (its manifest JSON left out).
+        """
+        import pandas as pd
+
+        rollouts = pd.DataFrame([asdict(r) for r in self.rollouts(study)],
+                                columns=list(ROLLOUT_COLUMNS))
+        for column in ("success", "truncated"):
+            rollouts[column] = rollouts[column].astype("int64")
+        return {
+            "rollouts": rollouts,
+            "quality": pd.DataFrame(self.quality(study), columns=list(QUALITY_COLUMNS)),
+            "conditions": pd.DataFrame(self.conditions(study), columns=list(CONDITION_COLUMNS))
+            .drop(columns="manifest_json"),
+        }
+
     def export_csv(self, out_dir: str | os.PathLike) -> dict[str, Path]:
-        """Write ``rollouts.csv``, ``quality.csv`` and ``conditions.csv`` (sorted by key)."""
+        """Write ``rollouts.csv``, ``quality.csv`` and ``conditions.csv`` (sorted by key).
+
+        Floats are written in Python's shortest round-trip form (``repr``), so the same results
+        give the same bytes.
+        """
+        return self.export(out_dir, fmt="csv")
+
+    def export(self, out_dir: str | os.PathLike, *, fmt: str = "csv") -> dict[str, Path]:
+        """Write the :meth:`tables` as ``<name>.csv`` or ``<name>.parquet`` files in ``out_dir``.
+
+        Args:
+            out_dir: Output directory (created).
+            fmt: ``"csv"`` or ``"parquet"`` (needs pyarrow).
+
+        Returns:
+            Table name -> written path.
+        """
+        if fmt not in EXPORT_FORMATS:
+            raise BenchError(f"export format {fmt!r} is not one of {EXPORT_FORMATS}")
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        tables = {
-            "rollouts": (ROLLOUT_COLUMNS, [
-                [int(v) if isinstance(v, bool) else v for v in asdict(r).values()]
-                for r in self.rollouts()]),
-            "quality": (QUALITY_COLUMNS, [[r[c] for c in QUALITY_COLUMNS]
-                                          for r in self.quality()]),
-            "conditions": (CONDITION_COLUMNS[:-1], [[r[c] for c in CONDITION_COLUMNS[:-1]]
-                                                    for r in self.conditions()]),
-        }
         written = {}
-        for name, (header, rows) in tables.items():
-            buffer = io.StringIO()
-            writer = csv.writer(buffer, lineterminator="\n")
-            writer.writerow(header)
-            writer.writerows([[repr(v) if isinstance(v, float) else v for v in row]
-                              for row in rows])
-            path = out / f"{name}.csv"
-            atomic_write_bytes(path, buffer.getvalue().encode())
+        for name, frame in self.tables().items():
+            path = out / f"{name}.{fmt}"
+            if fmt == "csv":
+                data = frame.to_csv(index=False, lineterminator="\n", na_rep="nan").encode()
+            else:
+                data = _parquet_bytes(frame)
+            atomic_write_bytes(path, data)
             written[name] = path
         return written
+
+
+EXPORT_FORMATS = ("csv", "parquet")
+
+
+def _parquet_bytes(frame: Any) -> bytes:
+    import importlib.util
+    import io
+
+    if importlib.util.find_spec("pyarrow") is None:
+        raise BenchError("Parquet export needs pyarrow; pip install pyarrow, or export CSV")
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False, engine="pyarrow")
+    return buffer.getvalue()

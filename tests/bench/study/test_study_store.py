@@ -186,3 +186,55 @@ def test_rollout_row_from_episode_record():
                                   task="cup", policy="pi1", domain="sim", trial=7,
                                   manifest_sha256="ab" * 32)
     assert row == _row(7)
+
+
+def _reference_csv(header, rows) -> bytes:
+    """The csv-module export the pandas one replaced (floats as repr, bools as 0/1)."""
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([[repr(v) if isinstance(v, float) else int(v) if isinstance(v, bool) else v
+                       for v in row] for row in rows])
+    return buffer.getvalue().encode()
+
+
+def test_pandas_export_matches_the_csv_module_reference(tmp_path):
+    import dataclasses
+    from types import SimpleNamespace
+
+    from bench.study.store import CONDITION_COLUMNS, QUALITY_COLUMNS
+
+    rows = [dataclasses.replace(_row(t), progress_final=v, failure=f)
+            for t, (v, f) in enumerate([(0.1 + 0.2, ""), (1e-17, "a,b"), (1.0, 'say "x"'),
+                                        (2.5e300, "left_workspace:cup")])]
+    scores = [SimpleNamespace(scene="duo", variant="clean", view_protocol="test", metric=m,
+                              frame=f"{i:04d}", value=v)
+              for i, (m, v) in enumerate([("psnr", 31.123456789), ("ssim", 0.1 + 0.7),
+                                          ("lpips", float("inf")), ("psnr", 7.0)])]
+    with ResultsStore(tmp_path) as store:
+        for r in rows:
+            store.add_rollout(r)
+        store.add_quality("s", scores)
+        store.add_condition("s", "duo", "clean", tool="copy/1", path="scenes/duo",
+                            manifest_sha256="cd" * 32, manifest={"a": 1})
+        written = store.export_csv(tmp_path / "csv")
+        expected = {
+            "rollouts": _reference_csv(ROLLOUT_COLUMNS, [dataclasses.astuple(r) for r in rows]),
+            "quality": _reference_csv(QUALITY_COLUMNS, [[r[c] for c in QUALITY_COLUMNS]
+                                                        for r in store.quality()]),
+            "conditions": _reference_csv(CONDITION_COLUMNS[:-1],
+                                         [[r[c] for c in CONDITION_COLUMNS[:-1]]
+                                          for r in store.conditions()]),
+        }
+        for name, path in written.items():
+            assert path.read_bytes() == expected[name], name
+        parquet = store.export(tmp_path / "pq", fmt="parquet")
+        tables = store.tables()
+    import pandas as pd
+
+    for name, path in parquet.items():
+        pd.testing.assert_frame_equal(pd.read_parquet(path), tables[name])
+    with pytest.raises(BenchError, match="not one of"):
+        ResultsStore(tmp_path).export(tmp_path / "x", fmt="xlsx")
