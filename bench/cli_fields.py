@@ -176,3 +176,24 @@ def _strip_optional(hint: Any) -> tuple[Any, tuple]:
         if len(members) == 1:
             return members[0], ()
     return hint, ()
+
+
+def state_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append ``[default X]`` to every flag's help that does not state its default yet.
+
+    Walks ``parser`` and all its subparsers. Skipped: flags without help, defaults of None,
+    False or SUPPRESS (switches and "not given"), and helps that already say ``[default``
+    (a default that needs words, e.g. "[default: the task's, 600]"). So no help repeats a
+    default by hand: argparse's default is the one source.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                state_defaults(sub)
+            continue
+        default = action.default
+        if (not action.help or action.help == argparse.SUPPRESS or "[default" in action.help
+                or default is None or default is False or default == argparse.SUPPRESS
+                or not action.option_strings):
+            continue
+        action.help = f"{action.help} [default {format_default(default)}]"

@@ -71,8 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scene", required=True, help="input scene bundle directory (scene.json)")
     p.add_argument("--out", required=True, help="output bundle directory (must not exist)")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of the numpy Generator (floaters, warp; hole draws nothing) "
-                   "[default 0]")
+                   help="seed of the numpy Generator (floaters, warp; hole draws nothing)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--drop-nonfinite", action="store_true",
                    help="drop Gaussians with NaN/Inf values instead of failing")

@@ -26,9 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Generate the procedural sample room (table top at z = 0 m, SH degree 3, "
         "registered by a non-trivial similarity) deterministically.")
     sample.add_argument("--out", required=True, help="output bundle directory")
-    sample.add_argument("--seed", type=int, default=0, help="seed of every random draw [default 0]")
+    sample.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     sample.add_argument("--gaussians", type=int, default=40000,
-                        help="number of background Gaussians (count, >= 100) [default 40000]")
+                        help="number of background Gaussians (count, >= 100)")
     sample.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sample.set_defaults(func=run_sample)
     from bench.scene.init_cli import add_parsers  # bench scene init | edit | crop (issue 19)

@@ -72,7 +72,7 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
     init.add_argument("--keepout", nargs=6, type=float, action="append", default=[],
                       metavar=("CX", "CY", "CZ", "SX", "SY", "SZ"),
                       help="a keepout box (world metres: centre, full size); repeatable")
-    init.add_argument("--seed", type=int, default=0, help="seed of the RANSAC draws [default 0]")
+    init.add_argument("--seed", type=int, default=0, help="seed of the RANSAC draws")
     init.add_argument("--drop-nonfinite", action="store_true",
                       help="drop Gaussians with NaN/Inf values instead of failing")
     init.add_argument("--no-previews", action="store_true", help=PREVIEW_HELP)
@@ -111,7 +111,7 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
     edit.add_argument("--remove-keepout", type=int, action="append", default=[], metavar="I",
                       help="remove keepout number I (0-based, as `bench scene info` lists them)")
     edit.add_argument("--clear-keepouts", action="store_true", help="remove every keepout box")
-    edit.add_argument("--seed", type=int, default=0, help="seed of a table re-fit [default 0]")
+    edit.add_argument("--seed", type=int, default=0, help="seed of a table re-fit")
     edit.add_argument("--no-previews", action="store_true", help=PREVIEW_HELP)
     edit.add_argument("--backend", default="cpu", help="render backend of the previews [cpu]")
     edit.add_argument("--overwrite", action="store_true", help="replace an existing --out")
@@ -129,7 +129,7 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
                        help="a world box (centre, full size, metres); repeatable")
     which.add_argument("--keepouts", action="store_true", help="use the bundle's keepout boxes")
     crop.add_argument("--margin", type=float, default=0.0, metavar="M",
-                      help="grow every box by M metres on each side [default 0]")
+                      help="grow every box by M metres on each side")
     crop.add_argument("--no-previews", action="store_true", help=PREVIEW_HELP)
     crop.add_argument("--backend", default="cpu", help="render backend of the previews [cpu]")
     crop.add_argument("--overwrite", action="store_true", help="replace an existing --out")

@@ -44,17 +44,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="expert",
         help="registered policy: expert, noisy-expert, noisy-expert-8mm, noisy-expert-12mm, "
         "visual-servo, visual-glance (need --obs-mode rgb), random, hold, or an entry point "
-        "package.module:factory (docs/policies.md) [default expert]",
+        "package.module:factory (docs/policies.md)",
     )
-    p.add_argument("--episodes", type=int, default=5, help="number of episodes (count) [default 5]")
+    p.add_argument("--episodes", type=int, default=5, help="number of episodes (count)")
     p.add_argument(
         "--seed-start",
         type=int,
         default=0,
-        help="first initial-condition index (grid index; also seeds policy noise) [default 0]",
+        help="first initial-condition index (grid index; also seeds policy noise)",
     )
     p.add_argument("--policy-seed", type=int, default=0,
-                   help="base seed of the policy's own RNG [default 0]")
+                   help="base seed of the policy's own RNG")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     env = p.add_argument_group("environment (bench.sim.config.EnvConfig)")
@@ -63,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                             flags={"mode": "grasp"})
     p.add_argument("--policy-kwargs", default="{}",
                    help="policy factory keyword arguments as a JSON object, e.g. "
-                   "'{\"port\": 8000}' for --policy openpi [default {}]")
+                   "'{\"port\": 8000}' for --policy openpi")
     p.add_argument("--latency-ms", type=float, default=None,
                    help="asynchronous execution with this injected policy latency, ms of "
                    "simulated time (docs/policies.md) [default: blocking]")
@@ -77,7 +77,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--video-format",
         default="gif",
         choices=["gif", "mp4"],
-        help="gif (always available) or mp4 (needs imageio-ffmpeg) [default gif]",
+        help="gif (always available) or mp4 (needs imageio-ffmpeg)",
     )
     p.set_defaults(func=run_rollout)
 

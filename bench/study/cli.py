@@ -45,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="a study output directory or its results.sqlite")
     export.add_argument("--out", required=True, help="directory for the table files")
     export.add_argument("--format", default="csv", choices=EXPORT_FORMATS,
-                        help="file format (parquet needs pyarrow) [default csv]")
+                        help="file format (parquet needs pyarrow)")
     export.set_defaults(func=_export)
     from bench.study.compare_cli import add_compare_parser  # bench study compare
 

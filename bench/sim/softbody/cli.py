@@ -21,6 +21,7 @@ POLICIES = ("expert", "hold")
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench softbody``."""
+    from bench.sim.config import OBS_MODES
     p = subparsers.add_parser("softbody", help="deformable (spring-mass) tasks: rope routing")
     sub = p.add_subparsers(dest="softbody_command", required=True)
     r = sub.add_parser("rollout", help="roll a policy out in splatbench/Rope-v0",
@@ -28,11 +29,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        "--seed-start, --seed-start+1, ...; headless rendering uses MUJOCO_GL=egl.")
     r.add_argument("--scene", required=True, help="scene bundle directory (scene.json)")
     r.add_argument("--policy", default="expert", choices=POLICIES,
-                   help="expert (privileged scripted) or hold [default expert]")
-    r.add_argument("--episodes", type=int, default=3, help="number of episodes [default 3]")
-    r.add_argument("--seed-start", type=int, default=0, help="first condition [default 0]")
-    r.add_argument("--obs-mode", default="rgb", choices=["rgb", "state"],
-                   help="rgb renders the wrist view (rope Gaussians + background) [default rgb]")
+                   help="expert (privileged scripted) or hold")
+    r.add_argument("--episodes", type=int, default=3, help="number of episodes")
+    r.add_argument("--seed-start", type=int, default=0, help="first condition")
+    r.add_argument("--obs-mode", default="rgb", choices=OBS_MODES,
+                   help="rgb renders the wrist view (rope Gaussians + background)")
     r.add_argument("--max-frames", type=int, default=600, help="time limit, frames [600]")
     r.add_argument("--image-size", type=int, nargs=2, default=[128, 128],
                    metavar=("H", "W"), help="wrist image size, pixels [128 128]")
