@@ -53,6 +53,8 @@ def format_default(value: Any) -> str:
         return "on" if value else "off"
     if isinstance(value, float):
         return f"{value:g}"
+    if value == "":
+        return '""'
     return str(value)
 
 

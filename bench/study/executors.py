@@ -125,12 +125,14 @@ class ExecutorConfig:
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     """One CLI flag per :class:`ExecutorConfig` field (default None: the spec's value)."""
+    from bench.cli_fields import field_help
+
     for f in dataclasses.fields(ExecutorConfig):
         kind = int if f.type in ("int", int) else str
         parser.add_argument(f.metadata["flag"], *f.metadata.get("aliases", ()),
                             dest=f"exec_{f.name}", metavar=f.name.upper(), type=kind,
                             default=None,
-                            help=f"{f.metadata['help']} [{f.default}]")
+                            help=field_help(f))
 
 
 def config_from_args(args: argparse.Namespace, base: ExecutorConfig | None = None
