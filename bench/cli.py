@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.add_parser(subparsers)
+    from bench.cli_fields import state_defaults
+
+    state_defaults(parser)  # "[default X]" in every help, from the parser's own defaults
     return parser
 
 

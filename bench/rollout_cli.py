@@ -20,6 +20,10 @@ import argparse
 import sys
 
 TOOL = "rollout/1"
+#: EnvConfig fields exposed as ``bench rollout`` flags (``--obs-mode`` for ``obs_mode``).
+ENV_FLAGS = ("task", "robot", "cameras", "obs_mode", "background", "fisheye_mode",
+             "render_backend", "image_size", "execute", "max_frames", "controller_gains",
+             "shadows")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,102 +35,38 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "(--seed-start, --seed-start+1, ...) of a task's fixed grid in one scene bundle. "
         "Headless rendering uses MUJOCO_GL=egl.",
     )
+    from bench.cli_fields import add_dataclass_arguments
+    from bench.sim.config import EnvConfig, GraspConfig
+
     p.add_argument("--scene", required=True, help="scene bundle directory (scene.json)")
-    p.add_argument("--task", default="cup",
-                   help="task: cup, tape, pen, rope (deformable; policies rope-expert, "
-                   "rope-expert-hasty), a task file (.json/.toml) or the name of a task "
-                   "file in the scene bundle's tasks/ [default cup]")
-    p.add_argument("--robot", default="floating-gripper",
-                   help="embodiment: floating-gripper, arm6 (6-DoF arm, differential IK), a "
-                   "robot .json or an MJCF/URDF path [default floating-gripper]")
-    p.add_argument("--cameras", default="wrist",
-                   help="camera rig: wrist (wrist_rgb), yubi-dual (wrist_left_rgb + "
-                   "wrist_right_rgb) or a rig .json with calibrations [default wrist]")
     p.add_argument(
         "--policy",
         default="expert",
         help="registered policy: expert, noisy-expert, noisy-expert-8mm, noisy-expert-12mm, "
         "visual-servo, visual-glance (need --obs-mode rgb), random, hold, or an entry point "
-        "package.module:factory (docs/policies.md) [default expert]",
+        "package.module:factory (docs/policies.md)",
     )
-    p.add_argument("--episodes", type=int, default=5, help="number of episodes (count) [default 5]")
+    p.add_argument("--episodes", type=int, default=5, help="number of episodes (count)")
     p.add_argument(
         "--seed-start",
         type=int,
         default=0,
-        help="first initial-condition index (grid index; also seeds policy noise) [default 0]",
+        help="first initial-condition index (grid index; also seeds policy noise)",
     )
     p.add_argument("--policy-seed", type=int, default=0,
-                   help="base seed of the policy's own RNG [default 0]")
+                   help="base seed of the policy's own RNG")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument(
-        "--obs-mode",
-        default="rgb",
-        choices=["rgb", "state"],
-        help="rgb renders the wrist fisheye; state skips rendering (fast) [default rgb]",
-    )
-    p.add_argument(
-        "--background",
-        default="gaussian",
-        choices=["gaussian", "none"],
-        help="draw the scene's Gaussians behind the objects, or black [default gaussian]",
-    )
-    p.add_argument(
-        "--fisheye-mode",
-        default="cubemap",
-        choices=["cubemap", "direct"],
-        help="how the Gaussian background is projected into the fisheye [default cubemap]",
-    )
-    p.add_argument(
-        "--render-backend",
-        default="auto",
-        help="bench.render backend: auto (gsplat on CUDA, else cpu), cpu, gsplat, torch, "
-        "reference [default auto]",
-    )
-    p.add_argument(
-        "--image-size",
-        type=int,
-        nargs=2,
-        default=[128, 128],
-        metavar=("H", "W"),
-        help="wrist image height and width in pixels [default 128 128]",
-    )
-    p.add_argument(
-        "--grasp",
-        default="contact",
-        choices=["contact", "friction"],
-        help="YUBI contact-attach rule or frictional grasp with a force threshold "
-        "[default contact]",
-    )
-    p.add_argument(
-        "--force-threshold",
-        type=float,
-        default=15.0,
-        help="frictional grasp: total pad force (newtons) at which the fingers stop closing "
-        "[default 15 N]",
-    )
-    p.add_argument(
-        "--execute",
-        type=int,
-        default=None,
-        help="actions executed per chunk (frames) [default: the task's, 16 cup / 8 tape, pen]",
-    )
-    p.add_argument(
-        "--max-frames",
-        type=int,
-        default=None,
-        help="time limit in 10 Hz frames [default: the task's, 600]",
-    )
+    env = p.add_argument_group("environment (bench.sim.config.EnvConfig)")
+    add_dataclass_arguments(env, EnvConfig, only=ENV_FLAGS)
+    add_dataclass_arguments(env, GraspConfig, only=("mode", "force_threshold"),
+                            flags={"mode": "grasp"})
     p.add_argument("--policy-kwargs", default="{}",
                    help="policy factory keyword arguments as a JSON object, e.g. "
-                   "'{\"port\": 8000}' for --policy openpi [default {}]")
+                   "'{\"port\": 8000}' for --policy openpi")
     p.add_argument("--latency-ms", type=float, default=None,
                    help="asynchronous execution with this injected policy latency, ms of "
                    "simulated time (docs/policies.md) [default: blocking]")
-    p.add_argument("--controller-gains", default="default", choices=["default", "stiff", "soft"],
-                   help="end-effector controller gain profile [default default]")
-    p.add_argument("--shadows", action="store_true", help="MuJoCo-layer shadows on")
     p.add_argument("--video", action="store_true", help="write the wrist view of each episode")
     p.add_argument(
         "--save-states",
@@ -137,7 +77,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--video-format",
         default="gif",
         choices=["gif", "mp4"],
-        help="gif (always available) or mp4 (needs imageio-ffmpeg) [default gif]",
+        help="gif (always available) or mp4 (needs imageio-ffmpeg)",
     )
     p.set_defaults(func=run_rollout)
 
@@ -314,14 +254,14 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
 
     execution = (Execution() if args.latency_ms is None
                  else Execution(mode="async", latency_ms=args.latency_ms))
-    conditions = range(args.seed_start, args.seed_start + args.episodes)
+    init_indices = range(args.seed_start, args.seed_start + args.episodes)
     records, outputs, wall, latencies = [], {}, 0.0, []
-    for episode, condition in enumerate(
-        tqdm(conditions, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
+    for episode, init_index in enumerate(
+        tqdm(init_indices, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
     ):
         states = [] if args.save_states else None
         record, frames, seconds = run_episode(
-            env, policy, condition=condition, episode=episode, policy_name=args.policy,
+            env, policy, init_index=init_index, episode=episode, policy_name=args.policy,
             record_frames=args.video, states=states, execution=execution,
             latencies=latencies,
         )

@@ -14,16 +14,16 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--policy", required=True,
                    help="registered policy name or entry point package.module:factory")
     p.add_argument("--port", type=int, default=8000, help="TCP port [default 8000; 0 = any]")
-    p.add_argument("--host", default="127.0.0.1", help="interface [default 127.0.0.1]")
-    p.add_argument("--task", default="cup", help="task the policy is built for [default cup]")
+    p.add_argument("--host", default="127.0.0.1", help="interface")
+    p.add_argument("--task", default="cup", help="task the policy is built for")
     p.add_argument("--scene", default=None,
                    help="scene bundle for the policy's env [default: a generated sample room]")
     p.add_argument("--chunk-size", type=int, default=None, help="rows per chunk [task default]")
     p.add_argument("--execute", type=int, default=None, help="rows executed [task default]")
-    p.add_argument("--seed", type=int, default=0, help="base seed of the policy [default 0]")
+    p.add_argument("--seed", type=int, default=0, help="base seed of the policy")
     p.add_argument("--kwargs", default="{}", help="factory keyword arguments as a JSON object")
     p.add_argument("--delay-ms", type=float, default=0.0,
-                   help="extra think time per query, ms (latency studies) [default 0]")
+                   help="extra think time per query, ms (latency studies)")
     p.add_argument("--exit-after", type=int, default=None,
                    help="fault drill: die abruptly when query N+1 arrives")
     p.set_defaults(func=_serve)

@@ -86,7 +86,7 @@ def main() -> None:
         for _ in range(3):  # alternate, keep the fastest of three (shared machine)
             for name, policy in (("in-process", local), ("websocket", remote)):
                 latencies = []
-                record, _, wall = run_episode(env, policy, condition=0, latencies=latencies)
+                record, _, wall = run_episode(env, policy, init_index=0, latencies=latencies)
                 if wall < times[name][0]:
                     times[name] = (wall, record.policy_queries, float(np.sum(latencies)))
         remote.close()

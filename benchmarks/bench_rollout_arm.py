@@ -42,7 +42,7 @@ def rollout(scene, *, robot: str, cameras: str, obs_mode: str = "rgb", ik_every:
     if renderer is not None:
         renderer.timings.clear()
     arm = env.unwrapped.world.robot
-    record, _, wall = run_episode(env, make_policy("hold", env), condition=0)
+    record, _, wall = run_episode(env, make_policy("hold", env), init_index=0)
     timings = dict(renderer.timings) if renderer is not None else {}
     stats = env.unwrapped.robot_stats()
     ik = getattr(arm, "ik_seconds", 0.0)

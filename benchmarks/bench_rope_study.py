@@ -48,7 +48,7 @@ def main() -> None:
                 policy = make_policy(name, env, seed=spec.seed)
                 for condition in args.conditions:
                     start = time.perf_counter()
-                    record, _, _ = run_episode(env, policy, condition=condition)
+                    record, _, _ = run_episode(env, policy, init_index=condition)
                     wall = time.perf_counter() - start
                     rows.append({"task": task, "policy": name, "condition": condition,
                                  "success": record.success, "frames": record.frames,

@@ -67,7 +67,7 @@ def rollout(scene, *, obs_mode: str, fisheye_mode: str, policy: str = "hold") ->
     renderer = env.unwrapped._renderer
     if renderer is not None:
         renderer.timings.clear()
-    record, _, wall = run_episode(env, make_policy(policy, env), condition=0)
+    record, _, wall = run_episode(env, make_policy(policy, env), init_index=0)
     timings = dict(renderer.timings) if renderer is not None else {}
     env.close()
     rendered = sum(timings.values())

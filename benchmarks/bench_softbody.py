@@ -88,7 +88,7 @@ def rope_rollout(scene, *, policy: str, obs_mode: str = "rgb") -> dict:
     unwrapped.world.run_frame = timed
     if unwrapped._renderer is not None:
         unwrapped._renderer.timings.clear()
-    record, _, wall = run_episode(env, agent, condition=0, policy_name=policy)
+    record, _, wall = run_episode(env, agent, init_index=0, policy_name=policy)
     timings = dict(unwrapped._renderer.timings) if unwrapped._renderer else {}
     env.close()
     return {"task": "rope", "policy": policy, "obs_mode": obs_mode, "frames": record.frames,
@@ -105,7 +105,7 @@ def cup_rollout(scene) -> dict:
     from bench.sim.rollout import run_episode
 
     env = gymnasium.make(bench.sim.ENV_IDS["cup"], scene=scene)
-    record, _, wall = run_episode(env, make_policy("hold", env), condition=0, policy_name="hold")
+    record, _, wall = run_episode(env, make_policy("hold", env), init_index=0, policy_name="hold")
     env.close()
     return {"task": "cup", "policy": "hold", "frames": record.frames, "wall_s": wall}
 

@@ -52,6 +52,7 @@ class Scorer:
     def score(  # [N,H,W,3] (+ ref [N,H,W,3]) -> [N] per image, or [1] per sequence
         self, pred: np.ndarray, ref: np.ndarray | None = None
     ) -> np.ndarray:
+        """Score ``pred`` (against ``ref`` if full-reference): [N] per image or [1] per sequence."""
         raise NotImplementedError
 
     def __call__(  # [N,H,W,3] (+ ref [N,H,W,3]) -> [N] or [1]

@@ -58,12 +58,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="long-format CSV path (required unless --list-metrics); the summary "
                    "(.summary.csv) and manifest (.manifest.json) are written next to it")
     p.add_argument("--device", default="auto", choices=("cpu", "cuda", "auto"),
-                   help="torch device for the scorers (auto = cuda when available) [default auto]")
+                   help="torch device for the scorers (auto = cuda when available)")
     p.add_argument("--backend", default="auto",
                    help="rasterizer for rendering views: auto (gsplat with CUDA, else cpu), "
-                   "cpu, gsplat, torch, reference [default auto]")
+                   "cpu, gsplat, torch, reference")
     p.add_argument("--background", default="0,0,0",
-                   help="render background colour R,G,B in [0, 1] [default 0,0,0]")
+                   help="render background colour R,G,B in [0, 1]")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars (stderr)")
     p.set_defaults(func=run)

@@ -94,4 +94,5 @@ class LPIPS(Scorer):
     def score(  # [N,H,W,3] x2 -> [N]
         self, pred: np.ndarray, ref: np.ndarray | None = None
     ) -> np.ndarray:
+        """LPIPS distance per image pair (lower is better)."""
         return lpips_distance(self.net, pred, ref, device=self.device, batch_size=self.batch_size)

@@ -91,6 +91,7 @@ class NVSSQA(Scorer):
         self.encoder, self.regressor = load_nvs_sqa(device)
 
     def features(self, frames: np.ndarray) -> np.ndarray:  # [N,H,W,3] -> [384]
+        """The 384-d NVS-SQA feature of a frame sequence (frames >= MIN_SIZE pixels a side)."""
         seq = to_sequence_u8(frames)
         if min(seq.shape[1:3]) < MIN_SIZE:
             raise BenchError(

@@ -49,4 +49,5 @@ class PSNR(Scorer):
     def score(  # [N,H,W,3] x2 -> [N]
         self, pred: np.ndarray, ref: np.ndarray | None = None
     ) -> np.ndarray:
+        """PSNR per image pair, dB."""
         return psnr(pred, ref)

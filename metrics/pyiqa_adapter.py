@@ -155,6 +155,7 @@ class PyiqaScorer(Scorer):
     def score(  # [N,H,W,3] (+ ref) -> [N]
         self, pred: np.ndarray, ref: np.ndarray | None = None
     ) -> np.ndarray:
+        """The pyiqa metric per image (or image pair)."""
         import torch
 
         pred = as_image_batch(pred, name="pred")

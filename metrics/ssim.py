@@ -161,4 +161,5 @@ class SSIM(Scorer):
     def score(  # [N,H,W,3] x2 -> [N]
         self, pred: np.ndarray, ref: np.ndarray | None = None
     ) -> np.ndarray:
+        """SSIM per image pair."""
         return ssim(pred, ref, device=self.device, batch_size=self.batch_size)

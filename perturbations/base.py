@@ -45,16 +45,19 @@ class EditStats:
     changed: np.ndarray | None = None  # [N_out]
 
     def counts(self) -> dict[str, int]:
+        """The counts as a JSON object (removed, added, moved)."""
         return {"removed": int(self.removed), "added": int(self.added), "moved": int(self.moved)}
 
 
 def check_positive(value: float, name: str, unit: str) -> float:
+    """``value`` as a float; BenchError naming ``name`` and ``unit`` unless finite and > 0."""
     if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
         raise BenchError(f"{name} must be a positive number of {unit}, got {value!r}")
     return float(value)
 
 
 def check_non_negative(value: float, name: str, unit: str) -> float:
+    """``value`` as a float; BenchError naming ``name`` and ``unit`` unless finite and >= 0."""
     if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
         raise BenchError(f"{name} must be a non-negative number of {unit}, got {value!r}")
     return float(value)
@@ -74,6 +77,7 @@ def check_range(value: Any, name: str, unit: str, *, low_min: float = 0.0) -> tu
 
 
 def check_count(value: Any, name: str) -> int:
+    """``value`` as an int; BenchError naming ``name`` unless an integer >= 1."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise BenchError(f"{name} must be a positive integer, got {value!r}")
     return int(value)

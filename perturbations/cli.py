@@ -33,12 +33,28 @@ EDITOR_PARAMS = {  # CLI dest -> (editor, dataclass field)
     "margin": (("hole", "warp"), "margin"),
     "slab": (("hole", "warp"), "slab"),
 }
-PRESET_CHOICES = ("hole-54", "hole-90", "floaters-low", "floaters-mid", "floaters-high", "warp")
-BAND_CHOICES = ("low", "mid", "high")
+def _editor_flags(editor: str) -> dict[str, str]:
+    """Field name -> flag name (no ``--``) of one editor's parameters (from EDITOR_PARAMS)."""
+    flags = {}
+    for dest, (editors, field) in EDITOR_PARAMS.items():
+        if editor in (editors if isinstance(editors, tuple) else (editors,)):
+            flags.setdefault(field, dest)
+    return flags
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``bench perturb``."""
+    """Register ``bench perturb``.
+
+    Editor flags are built from the parameter dataclasses (help, unit and the stated default
+    come from the fields); their parser default is None so that "not given" stays an
+    override-free run. Editor and preset choices come from the perturbation registry.
+    """
+    from bench.cli_fields import add_dataclass_arguments
+    from perturbations.floaters import BANDS, FloaterParams
+    from perturbations.hole import HoleParams
+    from perturbations.registry import editor_names, preset_names
+    from perturbations.warp import WarpParams
+
     p = subparsers.add_parser(
         "perturb",
         help="inject a deterministic artifact (hole, floaters, warp) into a scene bundle",
@@ -47,60 +63,36 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "Same input, parameters and seed give a byte-identical background.ply.",
     )
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--kind", choices=("hole", "floaters", "warp"),
+    which.add_argument("--kind", choices=editor_names(),
                        help="editor to apply (defaults: YUBI-Real2Sim values)")
-    which.add_argument("--preset", choices=PRESET_CHOICES,
+    which.add_argument("--preset", choices=preset_names(),
                        help="a study condition: editor + fixed parameters (editor flags are "
                        "refused; use --kind for custom parameters)")
     p.add_argument("--scene", required=True, help="input scene bundle directory (scene.json)")
     p.add_argument("--out", required=True, help="output bundle directory (must not exist)")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of the numpy Generator (floaters, warp; hole draws nothing) "
-                   "[default 0]")
+                   help="seed of the numpy Generator (floaters, warp; hole draws nothing)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--drop-nonfinite", action="store_true",
                    help="drop Gaussians with NaN/Inf values instead of failing")
-    hole = p.add_argument_group("hole (--kind hole)")
-    hole.add_argument("--angle", type=float, default=None,
-                      help="cone half-angle from vertical, degrees in (0, 90] [default 54]")
-    hole.add_argument("--apex", type=float, nargs=3, metavar=("X", "Y", "Z"), default=None,
-                      help="cone apex, metres (world) [default: table centre at table height]")
-    shared = p.add_argument_group("hole and warp")
-    shared.add_argument("--margin", type=float, default=None,
-                        help="table footprint expansion, metres [default 0.04]")
-    shared.add_argument("--slab", type=float, default=None,
-                        help="half-thickness of the band about the table top, metres "
-                        "[default 0.06]")
+    hole_flags = _editor_flags("hole")
+    add_dataclass_arguments(p.add_argument_group("hole (--kind hole)"), HoleParams,
+                            only=("half_angle_deg", "apex"), flags=hole_flags,
+                            parser_defaults=False)
+    add_dataclass_arguments(p.add_argument_group("hole and warp"), HoleParams,
+                            only=("margin", "slab"), flags=hole_flags, parser_defaults=False)
     fl = p.add_argument_group("floaters (--kind floaters)")
-    fl.add_argument("--band", choices=BAND_CHOICES, default=None,
-                    help="height band above the table: low 0.05-0.15 m, mid 0.15-0.25 m, "
-                    "high 0.25-0.35 m [default low]")
-    fl.add_argument("--band-range", type=float, nargs=2, metavar=("LOW", "HIGH"), default=None,
-                    help="custom height band of cluster centres above the table, metres")
-    fl.add_argument("--clusters", type=int, default=None, help="number of clusters [default 8]")
-    fl.add_argument("--per-cluster", type=int, default=None,
-                    help="Gaussians per cluster [default 4]")
-    fl.add_argument("--clearance", type=float, default=None,
-                    help="min distance of a cluster centre from table top and keepout boxes, "
-                    "metres [default 0.01]")
-    fl.add_argument("--cluster-std", type=float, default=None,
-                    help="std of member positions about the centre, metres [default 0.018]")
-    fl.add_argument("--floater-scale", type=float, default=None,
-                    help="median Gaussian scale (std), metres [default 0.0316]")
-    fl.add_argument("--scale-log-std", type=float, default=None,
-                    help="std of the natural-log scale, dimensionless [default 0.1]")
-    fl.add_argument("--opacity", type=float, default=None,
-                    help="median opacity in (0, 1) [default 0.99]")
-    fl.add_argument("--opacity-logit-std", type=float, default=None,
-                    help="std of the opacity logit, dimensionless [default 0.1]")
-    fl.add_argument("--neighbours", type=int, default=None,
-                    help="nearest background Gaussians averaged for the colour [default 8]")
-    wp = p.add_argument_group("warp (--kind warp)")
-    wp.add_argument("--domes", type=int, default=None, help="number of domes [default 30]")
-    wp.add_argument("--dome-height", type=float, nargs=2, metavar=("LOW", "HIGH"), default=None,
-                    help="dome height range, metres [default 0.010 0.030]")
-    wp.add_argument("--dome-radius", type=float, nargs=2, metavar=("LOW", "HIGH"), default=None,
-                    help="dome radius range, metres [default 0.030 0.060]")
+    default_band = next(name for name, band in BANDS.items()
+                        if band == FloaterParams().band)
+    bands = ", ".join(f"{name} {low:g}-{high:g} m" for name, (low, high) in BANDS.items())
+    fl.add_argument("--band", choices=list(BANDS), default=None,
+                    help=f"height band above the table: {bands} [default {default_band}]")
+    add_dataclass_arguments(fl, FloaterParams, flags={**_editor_flags("floaters"),
+                                                      "band": "band_range"},
+                            parser_defaults=False)
+    add_dataclass_arguments(p.add_argument_group("warp (--kind warp)"), WarpParams,
+                            only=("num_domes", "height_range", "radius_range"),
+                            flags=_editor_flags("warp"), parser_defaults=False)
     p.set_defaults(func=run_perturb)
 
 
@@ -136,6 +128,7 @@ def collect_overrides(args: argparse.Namespace, kind: str) -> dict:
 
 
 def run_perturb(args: argparse.Namespace) -> int:
+    """Handler of ``bench perturb``: apply the editor or preset, write the bundle and manifest."""
     from pathlib import Path
 
     from bench.errors import BenchError

@@ -18,7 +18,7 @@ quaternions [C*M, 4].
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,16 +62,25 @@ class FloaterParams:
         neighbours: Background Gaussians averaged for a floater's colour.
     """
 
-    band: tuple[float, float] = BANDS["low"]
-    num_clusters: int = 8
-    per_cluster: int = 4
-    clearance: float = 0.01
-    cluster_std: float = 0.018
-    scale: float = 0.0316
-    scale_log_std: float = 0.1
-    opacity: float = 0.99
-    opacity_logit_std: float = 0.1
-    neighbours: int = 8
+    band: tuple[float, float] = field(default=BANDS["low"], metadata={
+        "help": "custom height band of cluster centres above the table", "unit": "metres",
+        "metavar": ("LOW", "HIGH")})
+    num_clusters: int = field(default=8, metadata={"help": "number of clusters"})
+    per_cluster: int = field(default=4, metadata={"help": "Gaussians per cluster"})
+    clearance: float = field(default=0.01, metadata={
+        "help": "min distance of a cluster centre from table top and keepout boxes",
+        "unit": "metres"})
+    cluster_std: float = field(default=0.018, metadata={
+        "help": "std of member positions about the centre", "unit": "metres"})
+    scale: float = field(default=0.0316, metadata={
+        "help": "median Gaussian scale (std)", "unit": "metres"})
+    scale_log_std: float = field(default=0.1, metadata={
+        "help": "std of the natural-log scale", "unit": "dimensionless"})
+    opacity: float = field(default=0.99, metadata={"help": "median opacity in (0, 1)"})
+    opacity_logit_std: float = field(default=0.1, metadata={
+        "help": "std of the opacity logit", "unit": "dimensionless"})
+    neighbours: int = field(default=8, metadata={
+        "help": "nearest background Gaussians averaged for the colour"})
 
     def __post_init__(self) -> None:
         def put(name, value):

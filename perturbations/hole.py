@@ -12,7 +12,7 @@ eligible, as in YUBI-Real2Sim).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,10 +35,15 @@ class HoleParams:
         slab: Half-thickness of the protected slab about the table top, metres.
     """
 
-    half_angle_deg: float = 54.0
-    apex: tuple[float, float, float] | None = None
-    margin: float = 0.04
-    slab: float = 0.06
+    half_angle_deg: float = field(default=54.0, metadata={
+        "help": "cone half-angle from vertical", "unit": "degrees in (0, 90]"})
+    apex: tuple[float, float, float] | None = field(default=None, metadata={
+        "help": "cone apex", "unit": "metres (world)", "metavar": ("X", "Y", "Z"),
+        "default_help": "table centre at table height"})
+    margin: float = field(default=0.04, metadata={
+        "help": "table footprint expansion", "unit": "metres"})
+    slab: float = field(default=0.06, metadata={
+        "help": "half-thickness of the band about the table top", "unit": "metres"})
 
     def __post_init__(self) -> None:
         angle = self.half_angle_deg
@@ -57,6 +62,7 @@ class HoleParams:
 
 
 def resolve_apex(params: HoleParams, table: TableSpec) -> np.ndarray:  # [3]
+    """The cone apex [3] in metres: the given one, else the table centre at table height."""
     if params.apex is not None:
         return np.asarray(params.apex, dtype=np.float64)
     return np.array([table.center[0], table.center[1], table.height], dtype=np.float64)

@@ -56,6 +56,7 @@ def preset_names() -> list[str]:
 
 
 def editor_names() -> list[str]:
+    """The bare editors (``hole``, ``floaters``, ``warp``), in registration order."""
     return list(_EDITORS)
 
 

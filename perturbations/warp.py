@@ -12,7 +12,7 @@ Random draws, in this order: dome centres [D, 2] (table frame), heights [D], rad
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,11 +40,15 @@ class WarpParams:
         slab: Half-thickness of the warped band about the table top, metres.
     """
 
-    num_domes: int = 30
-    height_range: tuple[float, float] = (0.010, 0.030)
-    radius_range: tuple[float, float] = (0.030, 0.060)
-    margin: float = 0.04
-    slab: float = 0.06
+    num_domes: int = field(default=30, metadata={"help": "number of domes"})
+    height_range: tuple[float, float] = field(default=(0.010, 0.030), metadata={
+        "help": "dome height range", "unit": "metres", "metavar": ("LOW", "HIGH")})
+    radius_range: tuple[float, float] = field(default=(0.030, 0.060), metadata={
+        "help": "dome radius range", "unit": "metres", "metavar": ("LOW", "HIGH")})
+    margin: float = field(default=0.04, metadata={
+        "help": "table footprint expansion", "unit": "metres"})
+    slab: float = field(default=0.06, metadata={
+        "help": "half-thickness of the band about the table top", "unit": "metres"})
 
     def __post_init__(self) -> None:
         def put(name, value):

@@ -122,6 +122,8 @@ def fit_threshold(oriented_scores: Sequence[float], labels: Sequence[int]) -> Th
     Returns:
         A :class:`ThresholdFit`.
     """
+    from sklearn.metrics import balanced_accuracy_score, confusion_matrix  # lazy: import-light
+
     q, y = _scores_and_labels(oriented_scores, labels)
     positives, negatives = int(y.sum()), int(y.size - y.sum())
     if positives == 0 or negatives == 0:
@@ -129,15 +131,14 @@ def fit_threshold(oriented_scores: Sequence[float], labels: Sequence[int]) -> Th
     best_key: tuple[int, int, float] | None = None
     best_tau = float("nan")
     for tau in candidate_thresholds(q):
-        predicted = q < tau
-        true_pos = int(np.sum(predicted & (y == 1)))
-        true_neg = int(np.sum(~predicted & (y == 0)))
+        true_neg, _, _, true_pos = (int(v) for v in confusion_matrix(
+            y, (q < tau).astype(np.int64), labels=[0, 1]).ravel())
         # balanced accuracy * 2PN as an exact integer, so ties are exact
         key = (true_pos * negatives + true_neg * positives, true_pos, -float(tau))
         if best_key is None or key > best_key:
             best_key, best_tau = key, float(tau)
     assert best_key is not None
-    balanced = best_key[0] / (2.0 * positives * negatives)
+    balanced = float(balanced_accuracy_score(y, (q < best_tau).astype(np.int64)))
     return ThresholdFit(
         FIT_THRESHOLD, best_tau, None, balanced, best_key[1] / positives, int(y.size)
     )

@@ -37,9 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--cameras", required=True, help="camera file of the capture viewpoints")
     c.add_argument("--captures", required=True,
                    help="folder with <camera name>.png per camera (8-bit RGB, camera size)")
-    c.add_argument("--degree", type=int, default=2, help="polynomial degree [default 2]")
-    c.add_argument("--iterations", type=int, default=50, help="IRLS iterations [default 50]")
-    c.add_argument("--backend", default="auto", help="render backend [default auto]")
+    c.add_argument("--degree", type=int, default=2, help="polynomial degree")
+    c.add_argument("--iterations", type=int, default=50, help="IRLS iterations")
+    c.add_argument("--backend", default="auto", help="render backend")
     c.add_argument("--out", required=True, help="output directory")
     c.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     c.set_defaults(func=run_color)
@@ -51,10 +51,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--links", help='JSON {"links": {name: mesh path}}')
     group.add_argument("--mesh", help="one mesh file (a single-link model)")
     q.add_argument("--per-link", type=int, default=2000,
-                   help="points sampled per link (count) [default 2000]")
-    q.add_argument("--seed", type=int, default=0, help="sampling and RANSAC seed [default 0]")
+                   help="points sampled per link (count)")
+    q.add_argument("--seed", type=int, default=0, help="sampling and RANSAC seed")
     q.add_argument("--inlier-distance", type=float, default=0.01,
-                   help="RANSAC inlier distance, metres [default 0.01]")
+                   help="RANSAC inlier distance, metres")
     q.add_argument("--out", required=True, help="output directory")
     q.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     q.set_defaults(func=run_pose)

@@ -40,6 +40,7 @@ class ColorFit:
 
     @property
     def degree(self) -> int:
+        """Polynomial degree of the fit."""
         return self.coefficients.shape[1] - 1
 
     def apply(self, rgb: np.ndarray) -> np.ndarray:  # [..., 3] -> [..., 3]
@@ -51,6 +52,7 @@ class ColorFit:
         return out
 
     def to_dict(self) -> dict:
+        """The fit as JSON (degree, coefficients [3, degree + 1])."""
         return {
             "degree": self.degree,
             "coefficients": self.coefficients.tolist(),
@@ -61,6 +63,7 @@ class ColorFit:
 
 
 def tukey_weights(residual: np.ndarray, scale: float, c: float = TUKEY_C) -> np.ndarray:  # [M]
+    """Tukey bi-weights of the residuals, 0 beyond ``c`` robust scales."""
     u = residual / (c * max(scale, 1e-12))
     return np.where(np.abs(u) < 1.0, (1.0 - u**2) ** 2, 0.0)
 

@@ -41,6 +41,7 @@ def kabsch(source: np.ndarray, target: np.ndarray, weights: np.ndarray | None = 
 
 
 def transform_points(t: np.ndarray, p: np.ndarray) -> np.ndarray:  # [4, 4], [M, 3] -> [M, 3]
+    """Apply a rigid [4, 4] transform to points."""
     return p @ t[:3, :3].T + t[:3, 3]
 
 
@@ -178,6 +179,7 @@ class PoseAlignment:
     link_names: list[str]
 
     def to_dict(self) -> dict:
+        """The alignment as JSON (transform, RMSE, iterations, inliers per link)."""
         counts = np.bincount(self.labels, minlength=len(self.link_names))
         return {
             "model_from_splat": self.transform.tolist(),
@@ -234,6 +236,7 @@ class LinkFollower:
         self.rest_link_quats = mat_to_quat_batch(rest[:, :3, :3])
 
     def apply(self, poses: np.ndarray):  # [L, 4, 4] world_from_link -> GaussianSplats
+        """The skinned splats at the given per-link world poses (linear blend of rigid links)."""
         from bench.geometry import mat_to_quat_batch, quat_mul
 
         poses = np.asarray(poses, np.float64)

@@ -60,6 +60,7 @@ class SourceFrame:
     cameras: dict[str, Camera] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The frame as JSON (capture.json entry)."""
         return {
             "id": self.id,
             "timestamp": self.timestamp,
@@ -89,6 +90,7 @@ class View:
     name: str = "forward"
 
     def to_dict(self) -> dict[str, Any]:
+        """The view as JSON (capture.json entry)."""
         return {"id": self.id, "image": self.image, "camera": self.camera.to_dict(),
                 "frame": self.frame, "lens": self.lens, "name": self.name}
 
@@ -120,6 +122,7 @@ class CaptureManifest:
         return [f.id for f in self.frames]
 
     def to_dict(self) -> dict[str, Any]:
+        """The manifest as JSON (the capture.json document)."""
         data = {
             "format": CAPTURE_FORMAT,
             "frames": [f.to_dict() for f in self.frames],

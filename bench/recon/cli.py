@@ -242,7 +242,32 @@ def _run_capture_import(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- bench train
+#: TrainConfig fields exposed as ``bench train`` flags; their help (TrainConfig lives in
+#: bench/recon/train.py; the help moves into its field metadata once it has its own module).
+TRAIN_FLAGS = ("iters", "seed", "backend", "sh_degree", "eval_every", "max_gaussians",
+               "random_init_points", "threads", "raster")
+TRAIN_FLAG_HELP = {
+    "iters": {"help": "optimisation steps (30000 is the paper's count)"},
+    "seed": {"help": "random seed"},
+    "backend": {"help": "auto = gsplat when CUDA is available, else the CPU trainer "
+                "(see --raster)", "choices": ("auto", "cpu", "gsplat")},
+    "sh_degree": {"help": "maximum SH degree 0-3"},
+    "eval_every": {"help": "steps between held-out evaluations in the log"},
+    "max_gaussians": {"help": "CPU backend: stop growing at this many Gaussians"},
+    "random_init_points": {"help": "points of the random init used without --init (sized for "
+                           "the CPU trainer; gsplat's simple_trainer uses 100000)",
+                           "unit": "count"},
+    "threads": {"help": "torch CPU threads (fix it for bit-exact reruns)",
+                "default_help": "torch's choice"},
+    "raster": {"help": "CPU rasterizer: warp (Warp tile kernels with a backward pass) or torch "
+               "(the pure-torch reference, ~10x slower)"},
+}
+
+
 def _add_train(subparsers: argparse._SubParsersAction) -> None:
+    from bench.cli_fields import add_dataclass_arguments
+    from bench.recon.train import TrainConfig
+
     p = subparsers.add_parser(
         "train",
         help="train a 3DGS background from a capture manifest (gsplat on CUDA, Warp on CPU)",
@@ -255,9 +280,6 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--plan", type=Path, default=None,
                    help="coverage plan JSON from `bench coverage plan` (default: all views)")
     p.add_argument("--out", required=True, type=Path, help="output scene bundle directory")
-    p.add_argument("--iters", type=int, default=30_000,
-                   help="optimisation steps (default 30000, the paper's count)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--init", type=Path, default=None,
                    help="seed PLY: point cloud (x y z [red green blue]) or a 3DGS PLY; "
                    "default: gsplat's random init")
@@ -265,23 +287,9 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
                    help="existing scene bundle whose registration (world_from_splat), table, "
                    "keepouts and cameras are carried over to the output")
     p.add_argument("--name", default=None, help="scene name (default: the --out folder name)")
-    p.add_argument("--backend", choices=("auto", "cpu", "gsplat"), default="auto",
-                   help="auto = gsplat when CUDA is available, else the CPU trainer (see --raster)")
-    p.add_argument("--sh-degree", type=int, default=3, help="maximum SH degree 0-3 (default 3)")
-    p.add_argument("--eval-every", type=int, default=100,
-                   help="steps between held-out evaluations in the log (default 100)")
     p.add_argument("--no-densify", action="store_true",
                    help="keep the number of Gaussians fixed (no grow / prune / opacity reset)")
-    p.add_argument("--max-gaussians", type=int, default=200_000,
-                   help="CPU backend: stop growing at this many Gaussians (default 200000)")
-    p.add_argument("--random-init-points", type=int, default=10_000,
-                   help="points of the random init used without --init (count; default 10000, "
-                   "sized for the CPU trainer; gsplat's simple_trainer uses 100000)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's choice; fix it for bit-exact reruns)")
-    p.add_argument("--raster", default=None,
-                   help="CPU rasterizer: warp (Warp tile kernels with a backward pass; default) "
-                   "or torch (the pure-torch reference, ~10x slower); TrainConfig.raster")
+    add_dataclass_arguments(p, TrainConfig, only=TRAIN_FLAGS, metadata=TRAIN_FLAG_HELP)
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_train)
@@ -298,8 +306,7 @@ def _run_train(args: argparse.Namespace) -> int:
         iters=args.iters, seed=args.seed, backend=args.backend, sh_degree=args.sh_degree,
         eval_every=args.eval_every, densify=not args.no_densify,
         max_gaussians=args.max_gaussians, random_init_points=args.random_init_points,
-        threads=args.threads,
-        **({} if args.raster is None else {"raster": args.raster}),
+        threads=args.threads, raster=args.raster,
     )
     config.validate()
     if args.max_gaussians < 1 or args.random_init_points < 2:

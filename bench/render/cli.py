@@ -27,6 +27,7 @@ DEPTH_PNG_SCALE = 1000.0  # 16-bit depth PNG units per metre (millimetres)
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench render`` and ``bench cameras``."""
+    from bench.render import BACKENDS, FISHEYE_MODES  # choices from the backend registry
     p = subparsers.add_parser(
         "render", help="render a scene's Gaussians from cameras to PNG + depth",
         description="Render the background Gaussians of a scene bundle from a camera file "
@@ -37,17 +38,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="camera file: .json list, COLMAP model directory, or transforms.json")
     src.add_argument("--role", help="camera role of the scene bundle (e.g. test, obs_probe)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gsplat", "reference",
-                                                         "torch"],
-                   help="rasterizer (auto = gsplat with CUDA, else cpu) [default auto]")
-    p.add_argument("--fisheye-mode", default="direct", choices=["direct", "cubemap"],
-                   help="how fisheye cameras are rendered [default direct]")
+    p.add_argument("--backend", default="auto", choices=["auto", *BACKENDS.names()],
+                   help="rasterizer (auto = gsplat with CUDA, else cpu)")
+    p.add_argument("--fisheye-mode", default="direct", choices=FISHEYE_MODES,
+                   help="how fisheye cameras are rendered")
     p.add_argument("--width", type=int, help="override image width in pixels (intrinsics scaled)")
     p.add_argument("--height", type=int,
                    help="override image height in pixels (intrinsics scaled); with only one of "
                    "--width/--height the other keeps the aspect ratio")
     p.add_argument("--background", default="0,0,0", metavar="R,G,B",
-                   help="background colour, three values in [0, 1] [default 0,0,0]")
+                   help="background colour, three values in [0, 1]")
     p.add_argument("--sh-degree", type=int,
                    help="active SH degree, 0-3 [default: every stored band]")
     p.add_argument("--lod-pixels", type=float, metavar="PX",

@@ -97,6 +97,7 @@ class TableSpec:
         return np.stack([c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1]], axis=1)
 
     def to_world(self, local_xy: np.ndarray) -> np.ndarray:  # [N, 2] table frame -> world
+        """Table-frame xy points in the world (rotated by the yaw, shifted to the centre)."""
         yaw = math.radians(self.yaw_deg)
         c, s = math.cos(yaw), math.sin(yaw)
         u = np.asarray(local_xy, np.float64)
@@ -110,15 +111,18 @@ class TableSpec:
         return (np.abs(local[:, 0]) <= half[0]) & (np.abs(local[:, 1]) <= half[1])
 
     def corners(self, *, margin: float = 0.0) -> np.ndarray:  # [4, 2] world xy
+        """World xy corners of the table top grown by ``margin`` metres."""
         hx, hy = self.size[0] / 2.0 + margin, self.size[1] / 2.0 + margin
         return self.to_world(np.array([[-hx, -hy], [hx, -hy], [hx, hy], [-hx, hy]]))
 
     def to_json(self) -> dict[str, Any]:
+        """The table as its scene.json entry."""
         return {"center": list(self.center), "size": list(self.size), "yaw_deg": self.yaw_deg,
                 "height": self.height}
 
     @staticmethod
     def from_json(data: Any) -> TableSpec:
+        """Parse a scene.json ``table`` entry; BenchError names a bad or missing key."""
         if not isinstance(data, dict):
             raise BenchError(f"scene.json 'table' must be an object, got {data!r}")
         unknown = set(data) - {"center", "size", "yaw_deg", "height"}
@@ -152,10 +156,12 @@ class KeepoutBox:
         return np.linalg.norm(np.maximum(gap, 0.0), axis=1)
 
     def to_json(self) -> dict[str, Any]:
+        """The box as its scene.json entry."""
         return {"center": list(self.center), "size": list(self.size)}
 
     @staticmethod
     def from_json(data: Any) -> KeepoutBox:
+        """Parse a scene.json ``keepouts`` entry; BenchError names a bad key."""
         if not isinstance(data, dict) or set(data) != {"center", "size"}:
             raise BenchError(f"keepout entries need exactly 'center' and 'size', got {data!r}")
         return KeepoutBox(**data)
@@ -201,9 +207,11 @@ class SceneBundle:
 
     @property
     def similarity(self) -> Similarity:
+        """``world_from_splat`` as a similarity transform (rotation, translation, scale)."""
         return Similarity.from_matrix(self.world_from_splat)
 
     def replace(self, **changes: Any) -> SceneBundle:
+        """A copy with the given fields changed."""
         return dataclasses.replace(self, **changes)
 
     def with_background(self, world: GaussianSplats, *,
@@ -224,6 +232,7 @@ class SceneBundle:
         return transform_splats(self.background, self.similarity.inverse())
 
     def require_table(self) -> TableSpec:
+        """The table spec; BenchError with the fix when the scene has none."""
         if self.table is None:
             raise BenchError(f"scene {self.name!r} has no table spec; add \"table\": "
                              '{"center": [x, y], "size": [sx, sy], "yaw_deg": 0, "height": 0} '

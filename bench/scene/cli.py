@@ -26,9 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Generate the procedural sample room (table top at z = 0 m, SH degree 3, "
         "registered by a non-trivial similarity) deterministically.")
     sample.add_argument("--out", required=True, help="output bundle directory")
-    sample.add_argument("--seed", type=int, default=0, help="seed of every random draw [default 0]")
+    sample.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     sample.add_argument("--gaussians", type=int, default=40000,
-                        help="number of background Gaussians (count, >= 100) [default 40000]")
+                        help="number of background Gaussians (count, >= 100)")
     sample.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sample.set_defaults(func=run_sample)
     from bench.scene.init_cli import add_parsers  # bench scene init | edit | crop (issue 19)
@@ -83,6 +83,7 @@ def scene_summary(path: str, *, drop_nonfinite: bool = False) -> dict:
 
 
 def run_info(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene info``: print the bundle's summary (text or JSON)."""
     summary = scene_summary(args.path, drop_nonfinite=args.drop_nonfinite)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -112,6 +113,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_sample(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene sample``: write a generated sample room bundle."""
     from bench.errors import BenchError
     from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
     from bench.scene.bundle import write_scene_files

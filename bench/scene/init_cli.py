@@ -72,7 +72,7 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
     init.add_argument("--keepout", nargs=6, type=float, action="append", default=[],
                       metavar=("CX", "CY", "CZ", "SX", "SY", "SZ"),
                       help="a keepout box (world metres: centre, full size); repeatable")
-    init.add_argument("--seed", type=int, default=0, help="seed of the RANSAC draws [default 0]")
+    init.add_argument("--seed", type=int, default=0, help="seed of the RANSAC draws")
     init.add_argument("--drop-nonfinite", action="store_true",
                       help="drop Gaussians with NaN/Inf values instead of failing")
     init.add_argument("--no-previews", action="store_true", help=PREVIEW_HELP)
@@ -111,7 +111,7 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
     edit.add_argument("--remove-keepout", type=int, action="append", default=[], metavar="I",
                       help="remove keepout number I (0-based, as `bench scene info` lists them)")
     edit.add_argument("--clear-keepouts", action="store_true", help="remove every keepout box")
-    edit.add_argument("--seed", type=int, default=0, help="seed of a table re-fit [default 0]")
+    edit.add_argument("--seed", type=int, default=0, help="seed of a table re-fit")
     edit.add_argument("--no-previews", action="store_true", help=PREVIEW_HELP)
     edit.add_argument("--backend", default="cpu", help="render backend of the previews [cpu]")
     edit.add_argument("--overwrite", action="store_true", help="replace an existing --out")
@@ -129,7 +129,7 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
                        help="a world box (centre, full size, metres); repeatable")
     which.add_argument("--keepouts", action="store_true", help="use the bundle's keepout boxes")
     crop.add_argument("--margin", type=float, default=0.0, metavar="M",
-                      help="grow every box by M metres on each side [default 0]")
+                      help="grow every box by M metres on each side")
     crop.add_argument("--no-previews", action="store_true", help=PREVIEW_HELP)
     crop.add_argument("--backend", default="cpu", help="render backend of the previews [cpu]")
     crop.add_argument("--overwrite", action="store_true", help="replace an existing --out")
@@ -138,6 +138,7 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
 
 # --------------------------------------------------------------------------- init
 def run_init(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene init``: register a raw scan as a scene bundle."""
     from pathlib import Path
 
     from bench.errors import BenchError
@@ -179,6 +180,7 @@ def run_init(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- edit
 def run_edit(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene edit``: adjust a bundle's table, keepouts or registration."""
     from pathlib import Path
 
     from bench.errors import BenchError
@@ -215,6 +217,7 @@ def run_edit(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- crop
 def run_crop(args: argparse.Namespace) -> int:
+    """Handler of ``bench scene crop``: remove the Gaussians of physical task objects."""
     from pathlib import Path
 
     from bench.safety import preflight_output_dir

@@ -223,6 +223,7 @@ class EditSpec:
     seed: int = 0
 
     def is_empty(self) -> bool:
+        """True when no operation is requested (every option unset; the seed does not count)."""
         fields = dataclasses.asdict(self)
         fields.pop("seed")
         return not any(_given(v) for v in fields.values())

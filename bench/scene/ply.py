@@ -111,12 +111,15 @@ class PlyHeader:
     comments: tuple[str, ...] = ()
 
     def names(self) -> list[str]:
+        """Property names in file order."""
         return [p.name for p in self.properties]
 
     def sh_rest_count(self) -> int:
+        """Number of ``f_rest_*`` (higher-order SH) properties."""
         return sum(1 for p in self.properties if p.name.startswith("f_rest_"))
 
     def by_name(self) -> dict[str, PlyProperty]:
+        """Property name -> property."""
         return {p.name: p for p in self.properties}
 
 

@@ -135,6 +135,7 @@ def draw_overlay(image: np.ndarray, camera: Camera, table: TableSpec,
 
 
 def png_bytes(rgb: np.ndarray) -> bytes:  # [H, W, 3] uint8 RGB -> PNG bytes
+    """Encode an RGB uint8 image as PNG bytes."""
     import cv2
 
     ok, buf = cv2.imencode(".png", np.ascontiguousarray(rgb[..., ::-1]))

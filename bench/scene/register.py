@@ -149,12 +149,15 @@ class PlanePatch:
     grid: tuple = field(repr=False, default=None)  # (origin2d, e1, e2, cell, shape)
 
     def two_sided(self, fraction: float) -> bool:
+        """True when at least ``fraction`` of the points lie on each side of the plane."""
         return self.above >= fraction and self.below >= fraction
 
     def tilt_deg(self, up: np.ndarray) -> float:
+        """Angle between the plane normal and ``up``, degrees in [0, 90]."""
         return float(np.degrees(np.arccos(min(1.0, abs(float(self.normal @ up))))))
 
     def summary(self, up: np.ndarray | None = None) -> dict:
+        """The plane candidate as rounded JSON (normal, offset, size, sides; tilt given ``up``)."""
         out = {"normal": self.normal.round(6).tolist(), "offset": round(self.offset, 6),
                "mass": round(self.mass, 3), "count": self.count,
                "centroid": self.centroid.round(6).tolist(),
@@ -195,9 +198,11 @@ class TableFit:
 
     @property
     def short_axis(self) -> np.ndarray:  # [3]
+        """Unit axis across the table (up x long axis)."""
         return np.cross(self.up, self.long_axis)
 
     def rotation(self) -> np.ndarray:  # [3, 3] world_from_input rotation (rows: x, y, z)
+        """World-from-input rotation [3, 3] with rows long axis, short axis, up."""
         return np.stack([self.long_axis, self.short_axis, self.up])
 
 

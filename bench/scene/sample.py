@@ -77,6 +77,7 @@ class Patch:
     density: float = 1.0
 
     def area(self) -> float:
+        """Surface area of the patch, square metres."""
         if self.kind == "rect":
             u, v = np.array(self.extent[:3]), np.array(self.extent[3:])
             return float(np.linalg.norm(np.cross(u, v)))

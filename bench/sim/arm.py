@@ -227,6 +227,7 @@ class ArmRobot:
     # -- model construction -------------------------------------------------------------
     @property
     def world_from_base(self) -> np.ndarray:  # [4, 4]
+        """World pose [4, 4] of the arm base (table frame offset by the base's xy, z and yaw)."""
         cfg = self.config
         local = pose(yaw_mat(np.deg2rad(cfg.base_yaw_deg)), [*cfg.base_xy, cfg.base_z])
         return self.world_from_table @ local
@@ -304,6 +305,7 @@ class ArmRobot:
         hand.add_body(name=CAMERA_BODY, pos=list(own.camera_offset))
 
     def build(self, spec: mujoco.MjSpec, *, home: np.ndarray) -> None:  # home [4, 4]
+        """Add the arm to ``spec``, compile a private IK model of it; ``home``: the TCP pose."""
         self._attach(spec)
         ik_spec = mujoco.MjSpec()
         ik_spec.option.timestep = spec.option.timestep
@@ -312,6 +314,7 @@ class ArmRobot:
         self.home = np.asarray(home, np.float64)
 
     def bind(self, model: mujoco.MjModel) -> None:
+        """Resolve joint, actuator and body ids in the compiled ``model``; set up the IK."""
         import mink
 
         jnt = mujoco.mjtObj.mjOBJ_JOINT
@@ -470,6 +473,7 @@ class ArmRobot:
     def reset(  # world_from_tcp [4, 4]
         self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float
     ) -> None:
+        """Put the arm at the IK solution of ``world_from_tcp``, the jaw at ``opening`` m."""
         self._q_cmd = self.solve_pose(np.asarray(world_from_tcp, np.float64))
         self.unreachable = self.fallbacks = self.solves = self.target_clipped = 0
         data.qpos[self._qpos] = self._q_cmd
@@ -491,6 +495,7 @@ class ArmRobot:
     def command(  # position [3], quaternion [4] (w, x, y, z)
         self, data: mujoco.MjData, *, position: np.ndarray, quaternion: np.ndarray, opening: float
     ) -> None:
+        """Set the TCP target (IK every ``ik_every`` steps) and the jaw opening, metres."""
         if self._step % self.config.ik_every == 0:
             target = pose(quat_to_mat(quaternion), position)
             dt = self.ik_model.opt.timestep * self.config.ik_every
@@ -499,19 +504,24 @@ class ArmRobot:
         data.ctrl[self._fingers] = self._finger_ctrl(opening)
 
     def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
+        """World pose [4, 4] of the tool centre point."""
         return pose(data.xmat[self._hand].reshape(3, 3), data.xpos[self._hand])
 
     def opening(self, data: mujoco.MjData) -> float:
+        """Jaw opening, metres."""
         return float(data.qpos[self._finger_qpos].sum() * self._opening_scale)
 
     def camera_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
+        """World pose [4, 4] of the wrist camera body."""
         return pose(data.xmat[self._camera].reshape(3, 3), data.xpos[self._camera])
 
     def joint_positions(self, data: mujoco.MjData) -> np.ndarray:  # -> [n]
+        """Joint angles of the arm, radians."""
         return data.qpos[self._qpos].copy()
 
     @property
     def joint_limits(self) -> np.ndarray:  # [n, 2]
+        """Joint limits [n, 2] (low, high), radians."""
         return self._limits.copy()
 
     def stats(self) -> dict[str, int]:

@@ -70,6 +70,7 @@ class RigCamera:
 
     @property
     def key(self) -> str:
+        """Observation key of the camera (``<name>_rgb``)."""
         return f"{self.name}_rgb"
 
     def world_pose(self, world_from_tcp: np.ndarray, robot_camera: np.ndarray) -> np.ndarray:

@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from bench.render import FISHEYE_MODES
-from bench.sim.grasp import GraspConfig
 
 OBS_MODES = ("rgb", "state")
 CONTROL_MODES = ("chunk", "single")
@@ -24,6 +23,37 @@ GAIN_PROFILES: dict[str, tuple[float, float]] = {
     "soft": (-15625.0, -250.0),
 }
 MAX_KP_DT2 = 0.6
+GRASP_MODES = ("contact", "friction")
+
+
+@dataclass(frozen=True)
+class GraspConfig:
+    """Grasp rule settings.
+
+    Attributes:
+        mode: "contact" (YUBI attach rule) or "friction" (force-threshold squeeze).
+        release_margin: Opening beyond the attach opening that releases a welded object, metres.
+        force_threshold: Total pad normal force that stops closing (friction mode), newtons.
+        weld_timeconst: Time constant of the attach weld, seconds.
+    """
+
+    mode: str = field(default="contact", metadata={
+        "help": "YUBI contact-attach rule or frictional grasp with a force threshold",
+        "choices": GRASP_MODES})
+    release_margin: float = 0.01
+    force_threshold: float = field(default=15.0, metadata={
+        "help": "frictional grasp: total pad force at which the fingers stop closing",
+        "unit": "newtons"})
+    weld_timeconst: float = 0.004
+
+    def __post_init__(self) -> None:
+        if self.mode not in GRASP_MODES:
+            raise ValueError(
+                f"grasp mode {self.mode!r} is not one of {GRASP_MODES}; "
+                "use 'contact' (YUBI attach rule) or 'friction'"
+            )
+        if self.force_threshold <= 0 or self.release_margin < 0:
+            raise ValueError("grasp force_threshold must be > 0 N and release_margin >= 0 m")
 
 
 @dataclass(frozen=True)
@@ -73,33 +103,54 @@ class EnvConfig:
             table is Gaussian, so it receives none). Off by default (~20x cost in software GL).
     """
 
-    task: str = "cup"
-    obs_mode: str = "rgb"
+    task: str = field(default="cup", metadata={
+        "help": "task: cup, tape, pen, rope (deformable; policies rope-expert, "
+        "rope-expert-hasty), a task file (.json/.toml) or the name of a task file in the scene "
+        "bundle's tasks/"})
+    obs_mode: str = field(default="rgb", metadata={
+        "help": "rgb renders the wrist fisheye; state skips rendering (fast)",
+        "choices": OBS_MODES})
     control: str = "chunk"
     chunk_size: int | None = None
-    execute: int | None = None
-    max_frames: int | None = None
+    execute: int | None = field(default=None, metadata={
+        "help": "actions executed per chunk", "unit": "frames",
+        "default_help": "the task's, 16 cup / 8 tape, pen"})
+    max_frames: int | None = field(default=None, metadata={
+        "help": "time limit in 10 Hz frames", "default_help": "the task's, 600"})
     control_hz: float = 10.0
     physics_dt: float = 0.002
-    image_size: tuple[int, int] = (128, 128)
+    image_size: tuple[int, int] = field(default=(128, 128), metadata={
+        "help": "wrist image height and width", "unit": "pixels", "metavar": ("H", "W")})
     fisheye_fov_deg: float = 200.0
     fisheye_distortion: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
-    fisheye_mode: str = "cubemap"
+    fisheye_mode: str = field(default="cubemap", metadata={
+        "help": "how the Gaussian background is projected into the fisheye",
+        "choices": FISHEYE_MODES})
     cube_face_px: int = 0
-    background: str = "gaussian"
-    render_backend: str = "auto"
+    background: str = field(default="gaussian", metadata={
+        "help": "draw the scene's Gaussians behind the objects, or black",
+        "choices": BACKGROUNDS})
+    render_backend: str = field(default="auto", metadata={
+        "help": "bench.render backend: auto (gsplat on CUDA, else cpu), cpu, gsplat, torch, "
+        "reference"})
     exterior_size: tuple[int, int] = (240, 320)
     grasp: GraspConfig = field(default_factory=GraspConfig)
     success_hold_frames: int = 3
     max_delta_pos: float = 0.05
     max_delta_rot: float = 0.5
     min_table_gaussians: int = 50
-    robot: str = "floating-gripper"
-    cameras: str = "wrist"
-    controller_gains: str = "default"
+    robot: str = field(default="floating-gripper", metadata={
+        "help": "embodiment: floating-gripper, arm6 (6-DoF arm, differential IK), a robot .json "
+        "or an MJCF/URDF path"})
+    cameras: str = field(default="wrist", metadata={
+        "help": "camera rig: wrist (wrist_rgb), yubi-dual (wrist_left_rgb + wrist_right_rgb) or "
+        "a rig .json with calibrations"})
+    controller_gains: str = field(default="default", metadata={
+        "help": "end-effector controller gain profile",
+        "choices": tuple(p for p in GAIN_PROFILES)})
     controller_kp: float | None = None
     controller_kd: float | None = None
-    shadows: bool = False
+    shadows: bool = field(default=False, metadata={"help": "MuJoCo-layer shadows on"})
 
     def __post_init__(self) -> None:
         checks = (
@@ -168,6 +219,7 @@ class EnvConfig:
 
     @property
     def frame_seconds(self) -> float:
+        """Duration of one control frame, seconds (1 / control_hz)."""
         return 1.0 / self.control_hz
 
     @property
@@ -176,4 +228,5 @@ class EnvConfig:
         return int(round(self.frame_seconds / self.physics_dt))
 
     def replace(self, **changes) -> EnvConfig:
+        """A copy with the given fields changed (validated again)."""
         return dataclasses.replace(self, **changes)

@@ -69,7 +69,7 @@ import numpy as np
 from bench.errors import BenchError
 from bench.geometry import interpolate_pose, rotvec_to_mat
 from bench.sim.config import EnvConfig
-from bench.sim.state import TaskState
+from bench.sim.state import FrameState, TaskState
 from bench.sim.task_progress import make_progress_scorer, step_state
 from bench.sim.tasks import TaskSpec, get_task
 from bench.sim.world import TableGeometry, World
@@ -250,6 +250,7 @@ class SplatBenchEnv(gym.Env):
 
     # -- gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode at grid condition ``seed`` (or ``options["condition"]``)."""
         super().reset(seed=seed)
         options = options or {}
         if "condition" in options:
@@ -279,6 +280,7 @@ class SplatBenchEnv(gym.Env):
         return self._observation(), self._info(executed=0)
 
     def step(self, action):
+        """Execute an action chunk (or one action): Gymnasium's 5-tuple."""
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         rows = self._validate_action(action)
@@ -326,11 +328,13 @@ class SplatBenchEnv(gym.Env):
         return np.linalg.inv(tcp) @ self.world.robot.camera_pose(data)
 
     def render(self):
+        """The exterior camera view [H, W, 3] uint8 (``render_mode="rgb_array"``), else None."""
         if self.render_mode != "rgb_array":
             return None
         return self._get_renderer().render_exterior()
 
     def close(self) -> None:
+        """Free the renderers (MuJoCo GL context, Gaussian renderer)."""
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
@@ -394,20 +398,20 @@ class SplatBenchEnv(gym.Env):
         self._progress_value = self._score_progress(state, success=self._success)
         self._frame_rows.append(self._frame_row(state, success_now=success_now))
 
-    def _frame_row(self, state: TaskState, *, success_now: bool) -> dict[str, Any]:
+    def _frame_row(self, state: TaskState, *, success_now: bool) -> FrameState:
         """One frame of the recorded state stream (see ``info["frame_states"]``)."""
-        return {
-            "frame": state.frame,
-            "ee_pose": [*state.tcp_pos.tolist(), *state.tcp_quat.tolist()],
-            "gripper": min(max(state.opening / self.world.robot.max_opening, 0.0), 1.0),
-            "opening_m": state.opening,
-            "attached": state.attached or "",
-            "held": state.held(self.task.actor.name),
-            "success_now": success_now,
-            "success": self._success,
-            "progress": self._progress_value,
-            "objects": {n: [*o.pos.tolist(), *o.quat.tolist()] for n, o in state.objects.items()},
-        }
+        return FrameState(
+            frame=state.frame,
+            ee_pose=[*state.tcp_pos.tolist(), *state.tcp_quat.tolist()],
+            gripper=min(max(state.opening / self.world.robot.max_opening, 0.0), 1.0),
+            opening_m=state.opening,
+            attached=state.attached or "",
+            held=state.held(self.task.actor.name),
+            success_now=success_now,
+            success=self._success,
+            progress=self._progress_value,
+            objects={n: [*o.pos.tolist(), *o.quat.tolist()] for n, o in state.objects.items()},
+        )
 
     def _score_progress(self, state: TaskState, *, success: bool) -> float:
         if self._progress is None:

@@ -15,41 +15,13 @@ friction alone carries the object.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import mujoco
 import numpy as np
 
 from bench.geometry import mat_to_quat
+from bench.sim.config import GRASP_MODES, GraspConfig  # noqa: F401 - re-exported here
 
-GRASP_MODES = ("contact", "friction")
 CLOSING_EPS = 1e-4  # m: the fingers count as closing when commanded this far inside the opening
-
-
-@dataclass(frozen=True)
-class GraspConfig:
-    """Grasp rule settings.
-
-    Attributes:
-        mode: "contact" (YUBI attach rule) or "friction" (force-threshold squeeze).
-        release_margin: Opening beyond the attach opening that releases a welded object, metres.
-        force_threshold: Total pad normal force that stops closing (friction mode), newtons.
-        weld_timeconst: Time constant of the attach weld, seconds.
-    """
-
-    mode: str = "contact"
-    release_margin: float = 0.01
-    force_threshold: float = 15.0
-    weld_timeconst: float = 0.004
-
-    def __post_init__(self) -> None:
-        if self.mode not in GRASP_MODES:
-            raise ValueError(
-                f"grasp mode {self.mode!r} is not one of {GRASP_MODES}; "
-                "use 'contact' (YUBI attach rule) or 'friction'"
-            )
-        if self.force_threshold <= 0 or self.release_margin < 0:
-            raise ValueError("grasp force_threshold must be > 0 N and release_margin >= 0 m")
 
 
 def add_grasp_welds(
@@ -110,6 +82,7 @@ class Grasp:
         self.reset()
 
     def reset(self, data: mujoco.MjData | None = None) -> None:
+        """Forget any attachment and squeeze (episode start); turn the welds off in ``data``."""
         self.attached: int | None = None  # index into self.objects
         self.attach_opening = 0.0
         self.squeezing: int | None = None  # friction mode: object being squeezed
@@ -119,6 +92,7 @@ class Grasp:
 
     @property
     def attached_name(self) -> str | None:
+        """Name of the welded object, None when nothing is attached."""
         return None if self.attached is None else self.objects[self.attached]
 
     def pad_contacts(self, data: mujoco.MjData) -> np.ndarray:

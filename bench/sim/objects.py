@@ -64,6 +64,7 @@ class OpenBox:
 
     @property
     def outer(self) -> tuple[float, float]:
+        """Outer (width, depth) of the receptacle, metres: inner size plus two walls."""
         return (self.inner[0] + 2 * self.wall, self.inner[1] + 2 * self.wall)
 
 
@@ -76,6 +77,7 @@ class Pen:
 
     @property
     def half_segment(self) -> float:
+        """Half-length of the capsule's straight segment (without the end caps), metres."""
         return self.length / 2 - self.radius
 
 
@@ -86,6 +88,7 @@ class Box:
     size: tuple[float, float, float]
 
     def corners(self) -> np.ndarray:  # [8, 3] object frame
+        """The eight box corners in the object frame, metres."""
         half = np.asarray(self.size, np.float64) / 2
         signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
         return signs * half
@@ -115,10 +118,12 @@ class Mesh:
 
     @property
     def points(self) -> np.ndarray:  # [P, 3]: every collision vertex (success predicates)
+        """Every collision vertex [P, 3] in the object frame (what success predicates test)."""
         return np.concatenate(self.parts, axis=0)
 
     @property
     def extent(self) -> np.ndarray:  # [3] full bounding-box size of the collision parts
+        """Full bounding-box size [3] of the collision parts, metres."""
         pts = self.points
         return pts.max(axis=0) - pts.min(axis=0)
 

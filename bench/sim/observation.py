@@ -98,6 +98,7 @@ class MujocoPinhole:
         self.options.sitegroup[:] = 0
 
     def show_table(self, visible: bool) -> None:
+        """Show or hide the MuJoCo table geoms (hidden when the Gaussian table is drawn)."""
         self.options.geomgroup[TABLE_GROUP] = 1 if visible else 0
 
     def render(self, data: mujoco.MjData, camera: Camera) -> RenderOutput:
@@ -198,6 +199,7 @@ class MujocoPinhole:
         return backend
 
     def close(self) -> None:
+        """Free the OpenGL context and the MuJoCo render buffers."""
         if self._gl is not None:
             self._context.free()
             self._gl.free()
@@ -214,6 +216,7 @@ def mesh_layers(mesh: RenderOutput) -> tuple[np.ndarray, np.ndarray]:
 
 
 def to_uint8(rgb: np.ndarray) -> np.ndarray:  # [H, W, 3] float -> uint8
+    """Float RGB in [0, 1] to uint8 (rounded, clipped)."""
     return (np.clip(rgb, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
 
 
@@ -420,4 +423,5 @@ class ObservationRenderer:
         return self._compose(self.exterior, mesh)
 
     def close(self) -> None:
+        """Free the MuJoCo renderer."""
         self.mujoco.close()

@@ -209,6 +209,7 @@ class FloatingGripper:
 
     # -- model construction -------------------------------------------------------------
     def build(self, spec: mujoco.MjSpec, *, home: np.ndarray) -> None:  # home [4, 4]
+        """Add the floating gripper (mocap hand, two fingers, camera) to ``spec`` at ``home``."""
         cfg = self.config
         home_quat = list(mat_to_quat(home[:3, :3]))
         home_pos = list(map(float, home[:3, 3]))
@@ -228,6 +229,7 @@ class FloatingGripper:
         add_jaw_actuator(spec, cfg)
 
     def bind(self, model: mujoco.MjModel) -> None:
+        """Resolve body, joint and actuator ids in the compiled ``model``."""
         body = mujoco.mjtObj.mjOBJ_BODY
         self._ids = {
             "mocap": int(model.body_mocapid[mujoco.mj_name2id(model, body, "tcp_target")]),
@@ -253,6 +255,7 @@ class FloatingGripper:
     def reset(  # world_from_tcp [4, 4]
         self, data: mujoco.MjData, *, world_from_tcp: np.ndarray, opening: float
     ) -> None:
+        """Put the hand at ``world_from_tcp`` and the fingers at ``opening`` metres."""
         ids = self._ids
         quat = mat_to_quat(world_from_tcp[:3, :3])
         data.qpos[ids["hand_qpos"] : ids["hand_qpos"] + 3] = world_from_tcp[:3, 3]
@@ -265,6 +268,7 @@ class FloatingGripper:
     def command(  # position [3], quaternion [4] (w, x, y, z)
         self, data: mujoco.MjData, *, position: np.ndarray, quaternion: np.ndarray, opening: float
     ) -> None:
+        """Set the mocap target pose of the hand and the finger opening in metres."""
         ids = self._ids
         data.mocap_pos[ids["mocap"]] = position
         data.mocap_quat[ids["mocap"]] = quaternion
@@ -276,13 +280,16 @@ class FloatingGripper:
         model.eq_solref[weld] = solref
 
     def tcp_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
+        """World pose [4, 4] of the tool centre point."""
         hand = self._ids["hand"]
         return pose(data.xmat[hand].reshape(3, 3), data.xpos[hand])
 
     def opening(self, data: mujoco.MjData) -> float:
+        """Finger opening, metres (sum of both finger joints)."""
         return float(data.qpos[self._ids["left_qpos"]] + data.qpos[self._ids["right_qpos"]])
 
     def camera_pose(self, data: mujoco.MjData) -> np.ndarray:  # -> [4, 4]
+        """World pose [4, 4] of the wrist camera body."""
         cam = self._ids["camera"]
         return pose(data.xmat[cam].reshape(3, 3), data.xpos[cam])
 

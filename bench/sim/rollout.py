@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.sim.state import FrameState
+
 EXECUTION_MODES = ("blocking", "async")
 
 
@@ -65,7 +67,7 @@ class EpisodeRecord:
 
     Attributes:
         episode: Index of the episode within the run.
-        condition: Initial-condition index (``reset(seed=condition)``).
+        init_index: Initial-condition index of the task's grid (``reset(seed=init_index)``).
         task: Task name.
         policy: Policy name.
         scene: Scene name.
@@ -86,7 +88,7 @@ class EpisodeRecord:
     """
 
     episode: int
-    condition: int
+    init_index: int
     task: str
     policy: str
     scene: str
@@ -105,6 +107,7 @@ class EpisodeRecord:
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict (field order kept)."""
         return asdict(self)
 
 
@@ -112,20 +115,20 @@ def run_episode(
     env: Any,
     policy: Any,
     *,
-    condition: int,
+    init_index: int,
     episode: int = 0,
     policy_name: str = "",
     record_frames: bool = False,
-    states: list[dict[str, Any]] | None = None,
+    states: list[FrameState] | None = None,
     latencies: list[float] | None = None,
     execution: Execution | None = None,
 ) -> tuple[EpisodeRecord, list[np.ndarray], float]:
-    """Roll ``policy`` out in ``env`` from initial condition ``condition``.
+    """Roll ``policy`` out in ``env`` from the task grid's initial condition ``init_index``.
 
     Args:
         env: A splatbench Gymnasium environment (wrapped or not).
         policy: A :class:`~bench.policies.base.Policy`.
-        condition: Initial-condition index (``reset(seed=condition)``).
+        init_index: Initial-condition index of the task's grid (``reset(seed=init_index)``).
         episode: Index written into the record.
         policy_name: Name written into the record (default: the policy's ``name``).
         record_frames: Also return the wrist frames the policy saw.
@@ -143,8 +146,8 @@ def run_episode(
 
     execution = execution or Execution()
     start = time.perf_counter()
-    obs, info = env.reset(seed=condition)
-    policy.reset(seed=condition)
+    obs, info = env.reset(seed=init_index)
+    policy.reset(seed=init_index)
     frames = [obs["wrist_rgb"]] if record_frames and "wrist_rgb" in obs else []
     rows = list(info["frame_states"])
     name = policy_name or getattr(policy, "name", type(policy).__name__)
@@ -183,18 +186,18 @@ def run_episode(
     queries = counter[0]
     if states is not None:
         states.extend(rows)
-    grasped = [r["frame"] for r in rows if r["held"]]
+    grasped = [r.frame for r in rows if r.held]
     unwrapped = env.unwrapped
     x, y, yaw = unwrapped.initial_pose
     record = EpisodeRecord(
         episode=episode,
-        condition=condition,
+        init_index=init_index,
         task=unwrapped.task.name,
         policy=name,
         scene=str(getattr(unwrapped.scene, "name", "")),
         success=bool(info["success"]),
         progress_final=round(float(reward), 6),
-        progress_max=round(max(r["progress"] for r in rows), 6),
+        progress_max=round(max(r.progress for r in rows), 6),
         failure=info["failure"] or "",
         truncated=bool(truncated),
         frames=int(info["frame"]),
@@ -276,44 +279,44 @@ def state_stream_columns(objects: list[str]) -> list[str]:
     return columns
 
 
-def state_stream_rows(frame_states: list[dict[str, Any]]) -> list[list[Any]]:
+def state_stream_rows(frame_states: list[FrameState]) -> list[list[Any]]:
     """Flatten ``info["frame_states"]`` rows into CSV rows (see :func:`state_stream_columns`)."""
     rows = []
     for row in frame_states:
         flat = [
-            row["frame"],
-            *row["ee_pose"],
-            row["gripper"],
-            row["opening_m"],
-            row["attached"],
-            int(row["held"]),
-            int(row["success_now"]),
-            int(row["success"]),
-            row["progress"],
+            row.frame,
+            *row.ee_pose,
+            row.gripper,
+            row.opening_m,
+            row.attached,
+            int(row.held),
+            int(row.success_now),
+            int(row.success),
+            row.progress,
         ]
-        for pose in row["objects"].values():
+        for pose in row.objects.values():
             flat += pose
         rows.append(flat)
     return rows
 
 
-def progress_frames(frame_states: list[dict[str, Any]]):
+def progress_frames(frame_states: list[FrameState]):
     """A ``bench.sim.progress.Frames`` block of a recorded stream (for ``score_stream``)."""
     from bench.sim.progress import Frames
 
-    names = list(frame_states[0]["objects"])
+    names = list(frame_states[0].objects)
     return Frames(
-        objects={n: np.array([r["objects"][n] for r in frame_states]) for n in names},
-        ee_pose=np.array([r["ee_pose"] for r in frame_states]),
-        gripper=np.array([r["gripper"] for r in frame_states]),
+        objects={n: np.array([r.objects[n] for r in frame_states]) for n in names},
+        ee_pose=np.array([r.ee_pose for r in frame_states]),
+        gripper=np.array([r.gripper for r in frame_states]),
     )
 
 
-def progress_success(frame_states: list[dict[str, Any]]) -> np.ndarray:  # [T] bool
+def progress_success(frame_states: list[FrameState]) -> np.ndarray:  # [T] bool
     """The env's declared success per frame of a recorded stream (``score_stream(success=)``).
 
     The environment passes the same flags to its online scorer, so
     ``score_stream(spec, progress_frames(rows), dt=dt, success=progress_success(rows))``
     reproduces the recorded progress exactly.
     """
-    return np.array([bool(r["success"]) for r in frame_states], dtype=bool)
+    return np.array([bool(r.success) for r in frame_states], dtype=bool)

@@ -7,7 +7,8 @@ hand-built positive and negative states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,7 @@ class ObjectState:
 
     @property
     def rotation(self) -> np.ndarray:  # [3, 3]
+        """World-from-object rotation [3, 3]."""
         return quat_to_mat(self.quat)
 
     def __eq__(self, other: object) -> bool:
@@ -48,9 +50,11 @@ class ObjectState:
     __hash__ = None
 
     def to_local(self, points: np.ndarray) -> np.ndarray:  # [M, 3] world -> [M, 3] object frame
+        """World points in the object frame."""
         return (np.atleast_2d(points) - self.pos) @ self.rotation
 
     def to_world(self, points: np.ndarray) -> np.ndarray:  # [M, 3] object frame -> [M, 3] world
+        """Object-frame points in the world."""
         return np.atleast_2d(points) @ self.rotation.T + self.pos
 
 
@@ -93,3 +97,39 @@ class TaskState:
         return self.attached == name or (
             self.touching(name, "left_pad") and self.touching(name, "right_pad")
         )
+
+
+@dataclass(frozen=True)
+class FrameState:
+    """One control frame of the recorded state stream (``info["frame_states"]``).
+
+    Plain Python values (lists, not arrays), so :meth:`to_dict` is the row's JSON and
+    :func:`bench.sim.rollout.state_stream_rows` flattens it into the CSV of ``--save-states``.
+
+    Attributes:
+        frame: Control frame index (0 = the state after ``reset``).
+        ee_pose: Tool-centre pose ``[x, y, z, qw, qx, qy, qz]``, metres and a unit quaternion.
+        gripper: Opening normalised by the robot's maximum, in [0, 1].
+        opening_m: Finger opening, metres.
+        attached: Name of the welded object, "" when none.
+        held: The task's actor is held (welded, or squeezed by both pads).
+        success_now: The success predicate holds in this frame.
+        success: The episode's declared success so far (the predicate held long enough).
+        progress: Progress score in [0, 1] (``bench.sim.progress``).
+        objects: Object (or tracked rope point) name -> pose ``[x, y, z, qw, qx, qy, qz]``.
+    """
+
+    frame: int
+    ee_pose: list[float]  # [7]
+    gripper: float
+    opening_m: float
+    attached: str
+    held: bool
+    success_now: bool
+    success: bool
+    progress: float
+    objects: dict[str, list[float]]  # name -> [7]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a JSON-ready dict (field order kept)."""
+        return asdict(self)

@@ -24,6 +24,7 @@ TOOL = "task-show/1"
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench task validate|show``."""
+    from bench.sim.config import BACKGROUNDS
     p = subparsers.add_parser("task", help="validate and draw task files (objects, grid, rule)",
                               description="Task files: splatbench-task/1 JSON or TOML "
                               "(docs/tasks-and-robots.md).")
@@ -41,15 +42,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="scene bundle (its table; background drawn with --background gaussian) "
                    "[default: a 1.2 x 0.8 m table at z = 0, no background]")
     s.add_argument("--condition", type=int, default=0,
-                   help="initial-condition index drawn in layout.png [default 0]")
+                   help="initial-condition index drawn in layout.png")
     s.add_argument("--robot", default="floating-gripper",
-                   help="floating-gripper, arm6, a robot .json or an MJCF/URDF path "
-                   "[default floating-gripper]")
-    s.add_argument("--background", default="none", choices=["none", "gaussian"],
-                   help="draw the scene's Gaussians behind the layout (needs --scene) "
-                   "[default none]")
+                   help="floating-gripper, arm6, a robot .json or an MJCF/URDF path")
+    s.add_argument("--background", default="none", choices=BACKGROUNDS,
+                   help="draw the scene's Gaussians behind the layout (needs --scene)")
     s.add_argument("--size", type=int, nargs=2, default=[480, 640], metavar=("H", "W"),
-                   help="layout.png height and width in pixels [default 480 640]")
+                   help="layout.png height and width in pixels")
     s.set_defaults(func=run_show)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 

@@ -323,6 +323,7 @@ def _archetype_keys(rule: str) -> set[str]:
 
 
 def parse_success(where: _Where, value: Any) -> tuple[str, dict[str, Any]]:
+    """Parse a task file's ``success`` table into (rule, params); TaskFileError names the key."""
     value = _mapping(where, "success", value, {"rule", "params"})
     rule = value.get("rule")
     if rule not in RULES:

@@ -61,6 +61,7 @@ class InitGrid:
 
     @property
     def size(self) -> int:
+        """Number of initial conditions in the grid (``count`` caps the full product)."""
         full = len(self.xs) * len(self.ys) * len(self.yaws_deg)
         return full if self.count is None else min(int(self.count), full)
 
@@ -129,6 +130,7 @@ class TaskSpec:
 
     @property
     def objects(self) -> tuple[ObjectSpec, ObjectSpec]:
+        """(actor, receptacle)."""
         return (self.actor, self.receptacle)
 
     @property

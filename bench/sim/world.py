@@ -69,12 +69,15 @@ class TableGeometry:
 
     @property
     def yaw(self) -> float:
+        """Table yaw, radians."""
         return float(np.deg2rad(self.yaw_deg))
 
     def world_from_table(self) -> np.ndarray:  # [4, 4]
+        """World pose [4, 4] of the table frame (centre at table height, yawed)."""
         return pose(yaw_mat(self.yaw), np.array([*self.center, self.height]))
 
     def to_table_xy(self, points: np.ndarray) -> np.ndarray:  # [M, >=2] world -> [M, 2] table frame
+        """World points in the table frame (xy only)."""
         local = np.atleast_2d(points)[:, :2] - np.asarray(self.center)
         return local @ yaw_mat(self.yaw)[:2, :2]
 
@@ -265,6 +268,7 @@ class World:
         return frozenset(pairs)
 
     def object_state(self, name: str) -> ObjectState:
+        """Pose and velocity of one object from the MuJoCo data."""
         body = self._object_ids[name]
         velocity = np.zeros(6)
         mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_BODY, body, velocity, 0)
@@ -276,6 +280,7 @@ class World:
         )
 
     def task_state(self, frame: int = 0) -> TaskState:
+        """The privileged snapshot of the world at ``frame`` (objects, TCP, gripper, contacts)."""
         tcp = self.robot.tcp_pose(self.data)
         return TaskState(
             objects={o.name: self.object_state(o.name) for o in self.task.objects},

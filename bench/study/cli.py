@@ -7,6 +7,7 @@ import argparse
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench study run`` and ``bench study export``."""
+    from bench.study.store import EXPORT_FORMATS  # stdlib-only module
     p = subparsers.add_parser(
         "study", help="run a paired study (conditions, quality, rollouts, verdicts)",
         description="Run the YUBI-Real2Sim protocol described by a JSON StudySpec.")
@@ -37,11 +38,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_executor_arguments(run)
     run.set_defaults(func=_run)
     export = inner.add_parser(
-        "export", help="export a study's results.sqlite as CSV",
-        description="Write rollouts.csv, quality.csv and conditions.csv (sorted by key).")
+        "export", help="export a study's results.sqlite as CSV (or Parquet)",
+        description="Write rollouts, quality and conditions (long format, sorted by key) as "
+        "CSV or Parquet files.")
     export.add_argument("--results", required=True,
                         help="a study output directory or its results.sqlite")
-    export.add_argument("--out", required=True, help="directory for the CSV files")
+    export.add_argument("--out", required=True, help="directory for the table files")
+    export.add_argument("--format", default="csv", choices=EXPORT_FORMATS,
+                        help="file format (parquet needs pyarrow)")
     export.set_defaults(func=_export)
     from bench.study.compare_cli import add_compare_parser  # bench study compare
 
@@ -104,6 +108,6 @@ def _export(args: argparse.Namespace) -> int:
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise BenchError(f"--out {args.out} is a file; name a directory for the CSV files")
     with ResultsStore.open_read_only(db) as store:
-        written = store.export_csv(args.out)
+        written = store.export(args.out, fmt=args.format)
     print("wrote " + ", ".join(str(p) for p in written.values()))
     return 0

@@ -7,6 +7,7 @@ import argparse
 
 def add_compare_parser(inner: argparse._SubParsersAction) -> None:
     """Register ``bench study compare`` on the ``bench study`` subparsers."""
+    from bench.study.store import DOMAINS
     p = inner.add_parser(
         "compare", help="paired deployment-fidelity comparison of two study outputs",
         description="Pair the rollouts of two study outputs (same spec, one deployment knob "
@@ -15,9 +16,9 @@ def add_compare_parser(inner: argparse._SubParsersAction) -> None:
     p.add_argument("--base", required=True, help="baseline study output directory")
     p.add_argument("--variant", required=True, help="variant study output directory")
     p.add_argument("--out", required=True, help="output directory for tables and figure")
-    p.add_argument("--domain", default="sim", choices=("sim", "real"),
-                   help="which rollouts to pair [default sim]")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed [default 0]")
+    p.add_argument("--domain", default="sim", choices=DOMAINS,
+                   help="which rollouts to pair")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=_compare)
 

@@ -118,6 +118,7 @@ def training_config(spec: Any):
 
 
 def training_resolution(spec: Any) -> int | None:
+    """The image side retrainings use (``coverage_training.resolution``), None for the capture's."""
     value = spec.coverage_training.get("resolution")
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 8):
         raise BenchError(f"coverage_training resolution must be a pixel count >= 8 or null, "

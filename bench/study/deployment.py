@@ -51,6 +51,7 @@ class Deployment:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Deployment:
+        """Settings from the spec's ``deployment`` object; BenchError names unknown keys."""
         known = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(data) - set(known))
         if unknown:
@@ -91,6 +92,7 @@ class Deployment:
 
     @property
     def measured(self) -> bool:
+        """True when the latency is measured per policy (async with ``latency_ms="p50"``)."""
         return self.execution == "async" and self.latency_ms == "p50"
 
     def execution_for(self, measured_ms: float | None = None) -> Any:
@@ -105,22 +107,22 @@ class Deployment:
         return Execution(mode="async", latency_ms=float(latency))
 
 
-def measure_latency_ms(env: Any, policy: Any, *, condition: int,
+def measure_latency_ms(env: Any, policy: Any, *, init_index: int,
                        queries: int = CALIBRATION_QUERIES) -> float:
-    """Median wall time (ms) of ``queries`` policy queries on ``condition``'s first frame."""
+    """Median wall time (ms) of ``queries`` policy queries on ``init_index``'s first frame."""
     import time
 
     import numpy as np
 
     from bench.policies.base import policy_observation
 
-    obs, info = env.reset(seed=condition)
-    policy.reset(seed=condition)
+    obs, info = env.reset(seed=init_index)
+    policy.reset(seed=init_index)
     observation = policy_observation(obs, env, frame=0)
     times = []
     for _ in range(queries):
         tick = time.perf_counter()
         policy.act(observation, info)
         times.append((time.perf_counter() - tick) * 1000.0)
-    policy.reset(seed=condition)
+    policy.reset(seed=init_index)
     return float(np.median(times))

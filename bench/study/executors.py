@@ -119,17 +119,20 @@ class ExecutorConfig:
         return self.threads or max(1, (os.cpu_count() or 1) // self.resolved_workers())
 
     def to_json(self) -> dict[str, Any]:
+        """The settings as JSON."""
         return dataclasses.asdict(self)
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     """One CLI flag per :class:`ExecutorConfig` field (default None: the spec's value)."""
+    from bench.cli_fields import field_help
+
     for f in dataclasses.fields(ExecutorConfig):
         kind = int if f.type in ("int", int) else str
         parser.add_argument(f.metadata["flag"], *f.metadata.get("aliases", ()),
                             dest=f"exec_{f.name}", metavar=f.name.upper(), type=kind,
                             default=None,
-                            help=f"{f.metadata['help']} [{f.default}]")
+                            help=field_help(f))
 
 
 def config_from_args(args: argparse.Namespace, base: ExecutorConfig | None = None
@@ -174,6 +177,7 @@ class RolloutChunk:
 
     @property
     def group(self) -> tuple[str, str, str]:
+        """(scene, condition, task): the chunks that share one env."""
         return (self.scene, self.condition, self.task)
 
 
@@ -221,6 +225,7 @@ class WorkerState:
         self._env: tuple[tuple[str, str, str], Any, dict] | None = None
 
     def background(self, scene: str, condition: str, path: str) -> Any:
+        """The condition's scene bundle (one kept in memory at a time)."""
         from bench.scene.bundle import load_scene
 
         if self._bundle is None or self._bundle[0] != (scene, condition):
@@ -229,6 +234,7 @@ class WorkerState:
         return self._bundle[1]
 
     def env_and_policies(self, chunk: RolloutChunk) -> tuple[Any, dict]:
+        """The env and policies of a chunk's cell (the env is reused while the cell is the same)."""
         import bench.policies.visual  # noqa: F401 - registers the visual policies
         import bench.sim
         from bench.policies import make_policy
@@ -256,6 +262,7 @@ class WorkerState:
         return env, policies
 
     def close(self) -> None:
+        """Close the cached env."""
         if self._env is not None:
             env, self._env = self._env[1], None
             env.close()
@@ -266,7 +273,7 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
     from bench.sim.rollout import run_episode
     from bench.study.deployment import Deployment, measure_latency_ms
     from bench.study.obs_policy import obs_policy_enabled
-    from bench.study.runner import init_condition
+    from bench.study.runner import init_index
     from bench.study.store import RolloutRow
 
     spec = state.spec
@@ -281,17 +288,17 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
             if deployment.measured:
                 measured = known.get(p)
                 if measured is None:
-                    start = init_condition(spec, chunk.domain, chunk.items[0][1])
-                    measured = measure_latency_ms(env, policy, condition=start)
+                    start = init_index(spec, chunk.domain, chunk.items[0][1])
+                    measured = measure_latency_ms(env, policy, init_index=start)
                     yield MeasuredLatency(chunk.task, p, measured)
             executions[p] = deployment.execution_for(measured)
         for policy, trial in chunk.items:
-            start = init_condition(spec, chunk.domain, trial)
+            start = init_index(spec, chunk.domain, trial)
             key = (spec.name, chunk.scene, chunk.condition, chunk.task, policy, chunk.domain,
                    trial)
             latencies: list[float] = []
             extra = {"record_frames": True} if keep else {}
-            record, frames, _ = run_episode(env, policies[policy], condition=start,
+            record, frames, _ = run_episode(env, policies[policy], init_index=start,
                                             episode=trial, policy_name=policy,
                                             latencies=latencies,
                                             execution=executions[policy], **extra)
@@ -301,14 +308,11 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
             kept = None
             if keep:
                 kept = list(frames[:record.policy_queries][::spec.obs_policy_every])
-            yield RolloutOutcome(key, RolloutRow(
-                study=spec.name, scene=chunk.scene, condition=chunk.condition, task=chunk.task,
-                policy=policy, domain=chunk.domain, trial=trial, init_condition=start,
-                success=record.success, progress_final=record.progress_final,
-                progress_max=record.progress_max, frames=record.frames,
-                failure=record.failure, truncated=record.truncated,
-                first_grasp_frame=record.first_grasp_frame,
-                manifest_sha256=chunk.manifest_sha256), "", latencies, kept)
+            row = RolloutRow.from_episode(record, study=spec.name, scene=chunk.scene,
+                                          condition=chunk.condition, task=chunk.task,
+                                          policy=policy, domain=chunk.domain,
+                                          trial=trial, manifest_sha256=chunk.manifest_sha256)
+            yield RolloutOutcome(key, row, "", latencies, kept)
     finally:
         if not state.keep_env:
             state.close()
@@ -343,6 +347,7 @@ class Driver:
         return dataclasses.replace(chunk, latencies=known)
 
     def deliver(self, events: list[Any]) -> None:
+        """Commit events in order and advance the bar once per rollout outcome."""
         for event in events:
             self.commit(event)
             if isinstance(event, RolloutOutcome):

@@ -53,6 +53,7 @@ class RolloutLog:
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
+        """Close the database."""
         self._db.close()
 
     def __enter__(self) -> RolloutLog:
@@ -62,6 +63,7 @@ class RolloutLog:
         self.close()
 
     def add_error(self, key: Sequence[Any], reason: str) -> None:
+        """Record one failed attempt of a rollout (the count of attempts goes up by one)."""
         row = self._db.execute(f"SELECT attempts FROM rollout_errors WHERE "
                                f"{' AND '.join(f'{k} = ?' for k in KEY)}", tuple(key)).fetchone()
         attempts = (row[0] if row else 0) + 1
@@ -69,10 +71,12 @@ class RolloutLog:
                          (*key, reason, attempts))
 
     def clear_error(self, key: Sequence[Any]) -> None:
+        """Forget a rollout's error (it has now succeeded)."""
         self._db.execute(f"DELETE FROM rollout_errors WHERE "
                          f"{' AND '.join(f'{k} = ?' for k in KEY)}", tuple(key))
 
     def errors(self, study: str | None = None) -> list[dict[str, Any]]:
+        """Every recorded rollout error (of ``study`` if given), sorted by key."""
         return self._rows("rollout_errors", ERROR_COLUMNS, study)
 
     def add_attempt(self, key: Sequence[Any], reason: str) -> int:
@@ -89,6 +93,7 @@ class RolloutLog:
         return self._rows("rollout_attempts", ATTEMPT_COLUMNS, study)
 
     def add_latency(self, key: Sequence[Any], latencies_ms: Sequence[float]) -> None:
+        """Store a rollout's policy-query latencies as count, p50 and p95, milliseconds."""
         values = np.asarray(latencies_ms, dtype=np.float64)
         p50 = float(np.median(values)) if len(values) else 0.0
         p95 = float(np.percentile(values, 95)) if len(values) else 0.0
@@ -96,14 +101,17 @@ class RolloutLog:
                          (*key, len(values), p50, p95))
 
     def latency(self, study: str | None = None) -> list[dict[str, Any]]:
+        """Every stored rollout latency summary (of ``study`` if given), sorted by key."""
         return self._rows("rollout_latency", LATENCY_COLUMNS, study)
 
     def policy_latency(self, study: str, task: str, policy: str) -> float | None:
+        """The stored p50 latency of a policy on a task, ms; None when not measured yet."""
         row = self._db.execute("SELECT p50_ms FROM policy_latency WHERE study = ? AND task = ? "
                                "AND policy = ?", (study, task, policy)).fetchone()
         return None if row is None else float(row[0])
 
     def set_policy_latency(self, study: str, task: str, policy: str, p50_ms: float) -> None:
+        """Store a policy's measured p50 latency (the first measurement is kept)."""
         self._db.execute("INSERT OR IGNORE INTO policy_latency VALUES (?, ?, ?, ?)",
                          (study, task, policy, float(p50_ms)))
 

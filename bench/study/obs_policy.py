@@ -35,6 +35,7 @@ def obs_policy_enabled(spec: Any) -> bool:
 
 def frames_path(out: Path, scene: str, condition: str, task: str, policy: str, trial: int
                 ) -> Path:
+    """Where a trial's kept OBS-Policy frames go: ``obs_policy/<scene>/.../trial_XXXX.npz``."""
     return out / "obs_policy" / scene / condition / task / policy / f"trial_{trial:04d}.npz"
 
 

@@ -37,12 +37,14 @@ class StudyPlan:
 
     @property
     def estimated_seconds(self) -> float:
+        """Estimated wall time of the whole study, seconds (rollouts plus retrainings)."""
         per_task = self.seconds_per_rollout
         mean = sum(per_task.values()) / len(per_task) if per_task else 0.0
         train = (self.seconds_per_iteration or 0.0) * self.train_iters * len(self.trainings)
         return mean * (self.sim_rollouts + self.real_rollouts) + train
 
     def lines(self) -> list[str]:
+        """The plan as printed lines (``bench study run --dry-run``)."""
         out = [f"scenes: {', '.join(self.scenes)}",
                "conditions: " + ", ".join(f"{c} ({k})" for c, k in self.conditions.items()),
                f"real domain: {self.real_source}",
@@ -97,7 +99,7 @@ def measure_rollouts(spec: StudySpec) -> dict[str, float]:
         try:
             policy = make_policy(spec.policies[task][0], env, seed=spec.seed)
             start = time.perf_counter()
-            run_episode(env, policy, condition=spec.sim_condition_offset, episode=0)
+            run_episode(env, policy, init_index=spec.sim_condition_offset, episode=0)
             seconds[task] = time.perf_counter() - start
         finally:
             env.close()

@@ -54,11 +54,13 @@ class RealOutcomes:
         return f"real_results:{Path(self.path).name} sha256:{self.sha256[:12]}"
 
     def to_json(self) -> dict[str, Any]:
+        """The outcomes as JSON (path, sha256, layout, counts)."""
         return {"path": self.path, "sha256": self.sha256, "layout": self.layout,
                 "counts": [[*k, *v] for k, v in sorted(self.counts.items())]}
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> RealOutcomes:
+        """Outcomes back from :meth:`to_json`."""
         counts = {(s, t, p): (int(k), int(n)) for s, t, p, k, n in data["counts"]}
         return RealOutcomes(counts, data["path"], data["sha256"], data["layout"])
 

@@ -428,7 +428,7 @@ def _missing_rollouts(spec: StudySpec, store: ResultsStore
     return todo
 
 
-def init_condition(spec: StudySpec, domain: str, trial: int) -> int:
+def init_index(spec: StudySpec, domain: str, trial: int) -> int:
     """Initial-condition index of ``trial``: the same in every condition of a domain (paired)."""
     offset = spec.real_condition_offset if domain == "real" else spec.sim_condition_offset
     return offset + trial

@@ -49,8 +49,15 @@ from bench.provenance import read_json
 from protocols.sequential import SequentialConfig
 
 CLEAN = "clean"
-DEFAULT_CONDITIONS = (CLEAN, "hole-54", "hole-90", "floaters-low", "floaters-mid",
-                      "floaters-high", "warp")
+
+
+def default_conditions() -> tuple[str, ...]:
+    """``clean`` then the registry's artifact presets in study order (perturbations.registry)."""
+    from perturbations.registry import preset_names
+
+    return (CLEAN, *preset_names())
+
+
 DEFAULT_POLICIES = ("visual-servo", "visual-glance")
 #: Per-task defaults where the visual policies cannot run (the deformable rope: issue 16).
 TASK_DEFAULT_POLICIES = {"rope": ("rope-expert", "rope-expert-hasty")}
@@ -132,7 +139,7 @@ class StudySpec:
     scenes: dict[str, str] = field(default_factory=dict)
     sample_scenes: dict[str, int] = field(default_factory=dict)
     sample_gaussians: int = 40000
-    conditions: tuple[str, ...] = DEFAULT_CONDITIONS
+    conditions: tuple[str, ...] = field(default_factory=default_conditions)
     extra_conditions: dict[str, dict[str, str]] = field(default_factory=dict)
     seed: int = 0
     tasks: tuple[str, ...] = ("cup", "tape", "pen")

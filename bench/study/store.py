@@ -21,8 +21,6 @@ Tables are exported to CSV sorted by key, so the same results give the same byte
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -36,7 +34,13 @@ from bench.errors import BenchError
 from bench.provenance import atomic_write_bytes
 
 DB_NAME = "results.sqlite"
-SCHEMA_VERSION = "splatbench-results/1"
+SCHEMA_VERSION = "splatbench-results/2"
+#: Older schemas this bench opens, with the SQL that migrates a store to the current one.
+#: /1 -> /2: ``rollouts.init_condition`` (the task-grid index) is named ``init_index`` so that
+#: "condition" only means the study condition.
+MIGRATIONS = {
+    "splatbench-results/1": ("ALTER TABLE rollouts RENAME COLUMN init_condition TO init_index",),
+}
 DOMAINS = ("sim", "real")
 
 
@@ -52,7 +56,7 @@ class RolloutRow:
         policy: Policy registry name.
         domain: ``"sim"`` or ``"real"`` (see docs: the synthetic world's "real" robot).
         trial: Trial index within the cell (0-based).
-        init_condition: Initial-condition index passed to ``env.reset(seed=...)``.
+        init_index: Initial-condition index of the task's grid (``env.reset(seed=...)``).
         success: Strict success predicate held.
         progress_final: Progress score at the last frame, in [0, 1].
         progress_max: Highest progress score reached.
@@ -70,7 +74,7 @@ class RolloutRow:
     policy: str
     domain: str
     trial: int
-    init_condition: int
+    init_index: int
     success: bool
     progress_final: float
     progress_max: float
@@ -80,12 +84,38 @@ class RolloutRow:
     first_grasp_frame: int
     manifest_sha256: str
 
+    @classmethod
+    def from_episode(cls, record: Any, *, study: str, scene: str, condition: str, task: str,
+                     policy: str, domain: str, trial: int, manifest_sha256: str) -> RolloutRow:
+        """The stored row of one rollout: its outcome from a ``bench.sim.rollout.EpisodeRecord``.
+
+        Args:
+            record: The episode record (its ``init_index``, success, progress, frames,
+                failure, truncation and first-grasp frame are copied).
+            study: Study name.
+            scene: Scene name (the study's, which may differ from the record's bundle name).
+            condition: Study condition name.
+            task: The study's task name (a task file's label may differ from the record's).
+            policy: The study's policy label.
+            domain: ``"sim"`` or ``"real"``.
+            trial: Trial index within the cell.
+            manifest_sha256: sha256 of the condition bundle's manifest.json.
+        """
+        outcome = {name: getattr(record, name) for name in EPISODE_FIELDS}
+        return cls(study=study, scene=scene, condition=condition, task=task, policy=policy,
+                   domain=domain, trial=trial,
+                   manifest_sha256=manifest_sha256, **outcome)
+
     @property
     def key(self) -> tuple[str, str, str, str, str, str, int]:
+        """The primary key ``(study, scene, condition, task, policy, domain, trial)``."""
         return (self.study, self.scene, self.condition, self.task, self.policy, self.domain,
                 self.trial)
 
 
+#: RolloutRow fields copied from the episode record (:meth:`RolloutRow.from_episode`).
+EPISODE_FIELDS = ("init_index", "success", "progress_final", "progress_max", "frames", "failure",
+                  "truncated", "first_grasp_frame")
 ROLLOUT_KEY = ("study", "scene", "condition", "task", "policy", "domain", "trial")
 ROLLOUT_COLUMNS = tuple(f.name for f in fields(RolloutRow))
 QUALITY_KEY = ("study", "scene", "condition", "view_protocol", "metric", "frame")
@@ -98,7 +128,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rollouts (
     study TEXT NOT NULL, scene TEXT NOT NULL, condition TEXT NOT NULL, task TEXT NOT NULL,
     policy TEXT NOT NULL, domain TEXT NOT NULL CHECK (domain IN {DOMAINS!r}),
-    trial INTEGER NOT NULL CHECK (trial >= 0), init_condition INTEGER NOT NULL,
+    trial INTEGER NOT NULL CHECK (trial >= 0), init_index INTEGER NOT NULL,
     success INTEGER NOT NULL, progress_final REAL NOT NULL, progress_max REAL NOT NULL,
     frames INTEGER NOT NULL, failure TEXT NOT NULL, truncated INTEGER NOT NULL,
     first_grasp_frame INTEGER NOT NULL, manifest_sha256 TEXT NOT NULL,
@@ -135,6 +165,11 @@ class ResultsStore:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            tables = {r[0] for r in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            stored = self.get_meta("schema") if "meta" in tables else None
+            if stored in MIGRATIONS:
+                self._migrate(stored)
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise BenchError(f"{self.path} is not a splatbench results database ({exc}); "
@@ -145,6 +180,18 @@ class ResultsStore:
         elif stored != SCHEMA_VERSION:
             raise BenchError(f"{self.path} has schema {stored!r}, this bench writes "
                              f"{SCHEMA_VERSION!r}; use a new --out")
+
+    def _migrate(self, stored: str) -> None:
+        """Bring a store of an older schema to :data:`SCHEMA_VERSION` in one transaction."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[stored]:
+                self._db.execute(statement)
+            self.set_meta("schema", SCHEMA_VERSION)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     @classmethod
     def open_read_only(cls, path: str | os.PathLike) -> ResultsStore:
@@ -174,7 +221,11 @@ class ResultsStore:
             raise BenchError(f"{path} is not a splatbench results database ({exc}); pass the "
                              "results.sqlite of a study output") from None
         missing = {"meta", "rollouts", "quality", "conditions"} - tables
-        if schema != SCHEMA_VERSION or missing:
+        store._rollout_select = ROLLOUT_COLUMNS
+        if schema in MIGRATIONS and not missing:  # read an old store as it is: rename on read
+            store._rollout_select = tuple("init_condition AS init_index" if c == "init_index"
+                                          else c for c in ROLLOUT_COLUMNS)
+        elif schema != SCHEMA_VERSION or missing:
             store._db.close()
             raise BenchError(f"{path} is not a splatbench results store (schema {schema!r}, "
                              f"expected {SCHEMA_VERSION!r}); pass the results.sqlite of a "
@@ -187,6 +238,7 @@ class ResultsStore:
         self._lock = lock
 
     def close(self) -> None:
+        """Close the database and release the held lock."""
         self._db.close()
         lock, self._lock = getattr(self, "_lock", None), None
         if lock is not None:
@@ -200,10 +252,12 @@ class ResultsStore:
 
     # -- meta -----------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
+        """The value stored under ``key`` in ``meta``, None when absent."""
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
     def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key`` in ``meta`` (replacing it)."""
         self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     # -- generic idempotent insert ----------------------------------------------------------
@@ -237,14 +291,16 @@ class ResultsStore:
         return self._insert("rollouts", ROLLOUT_COLUMNS, ROLLOUT_KEY, values)
 
     def has_rollout(self, key: Sequence[Any]) -> bool:
+        """True when a rollout with this primary key is stored."""
         where = " AND ".join(f"{k} = ?" for k in ROLLOUT_KEY)
         return self._db.execute(f"SELECT 1 FROM rollouts WHERE {where}", tuple(key)).fetchone() \
             is not None
 
     def _select(self, table: str, columns: Sequence[str], key: Sequence[str],
-                study: str | None) -> list[dict[str, Any]]:
+                study: str | None, *, select: Sequence[str] | None = None
+                ) -> list[dict[str, Any]]:
         """Every row of ``table`` (of ``study`` if given) as column -> value, sorted by key."""
-        sql = f"SELECT {', '.join(columns)} FROM {table}"
+        sql = f"SELECT {', '.join(select or columns)} FROM {table}"
         args: tuple = ()
         if study is not None:
             sql, args = sql + " WHERE study = ?", (study,)
@@ -254,12 +310,14 @@ class ResultsStore:
     def rollouts(self, study: str | None = None) -> list[RolloutRow]:
         """Every stored rollout (of ``study`` if given), sorted by key."""
         out = []
-        for data in self._select("rollouts", ROLLOUT_COLUMNS, ROLLOUT_KEY, study):
+        select = getattr(self, "_rollout_select", ROLLOUT_COLUMNS)
+        for data in self._select("rollouts", ROLLOUT_COLUMNS, ROLLOUT_KEY, study, select=select):
             data["success"], data["truncated"] = bool(data["success"]), bool(data["truncated"])
             out.append(RolloutRow(**data))
         return out
 
     def count_rollouts(self) -> int:
+        """Number of stored rollouts."""
         return int(self._db.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0])
 
     # -- quality --------------------------------------------------------------------------
@@ -282,6 +340,7 @@ class ResultsStore:
         return new
 
     def has_quality(self, study: str, scene: str, condition: str, protocol: str) -> bool:
+        """True when any score of this scene, condition and view protocol is stored."""
         return self._db.execute(
             "SELECT 1 FROM quality WHERE study = ? AND scene = ? AND condition = ? "
             "AND view_protocol = ? LIMIT 1", (study, scene, condition, protocol)
@@ -294,6 +353,7 @@ class ResultsStore:
     # -- conditions -----------------------------------------------------------------------
     def add_condition(self, study: str, scene: str, condition: str, *, tool: str, path: str,
                       manifest_sha256: str, manifest: dict[str, Any]) -> bool:
+        """Store a condition bundle's tool id, path and manifest; True if it was not stored yet."""
         text = json.dumps(manifest, sort_keys=True)
         return self._insert("conditions", CONDITION_COLUMNS, CONDITION_KEY,
                             [study, scene, condition, tool, path, manifest_sha256, text])
@@ -303,27 +363,72 @@ class ResultsStore:
         return self._select("conditions", CONDITION_COLUMNS, CONDITION_KEY, study)
 
     # -- export ---------------------------------------------------------------------------
+    def tables(self, study: str | None = None) -> dict[str, Any]:
+        """The stored results as long-format pandas DataFrames, sorted by key.
+
+        Args:
+            study: Only this study's rows (default: every stored row).
+
+        Returns:
+            ``{"rollouts", "quality", "conditions"}`` -> DataFrame: one row per rollout (bools as
+            0/1), per score, per condition bundle (its manifest JSON left out).
+        """
+        import pandas as pd
+
+        rollouts = pd.DataFrame([asdict(r) for r in self.rollouts(study)],
+                                columns=list(ROLLOUT_COLUMNS))
+        for column in ("success", "truncated"):
+            rollouts[column] = rollouts[column].astype("int64")
+        return {
+            "rollouts": rollouts,
+            "quality": pd.DataFrame(self.quality(study), columns=list(QUALITY_COLUMNS)),
+            "conditions": pd.DataFrame(self.conditions(study), columns=list(CONDITION_COLUMNS))
+            .drop(columns="manifest_json"),
+        }
+
     def export_csv(self, out_dir: str | os.PathLike) -> dict[str, Path]:
-        """Write ``rollouts.csv``, ``quality.csv`` and ``conditions.csv`` (sorted by key)."""
+        """Write ``rollouts.csv``, ``quality.csv`` and ``conditions.csv`` (sorted by key).
+
+        Floats are written in Python's shortest round-trip form (``repr``), so the same results
+        give the same bytes.
+        """
+        return self.export(out_dir, fmt="csv")
+
+    def export(self, out_dir: str | os.PathLike, *, fmt: str = "csv") -> dict[str, Path]:
+        """Write the :meth:`tables` as ``<name>.csv`` or ``<name>.parquet`` files in ``out_dir``.
+
+        Args:
+            out_dir: Output directory (created).
+            fmt: ``"csv"`` or ``"parquet"`` (needs pyarrow).
+
+        Returns:
+            Table name -> written path.
+        """
+        if fmt not in EXPORT_FORMATS:
+            raise BenchError(f"export format {fmt!r} is not one of {EXPORT_FORMATS}")
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        tables = {
-            "rollouts": (ROLLOUT_COLUMNS, [
-                [int(v) if isinstance(v, bool) else v for v in asdict(r).values()]
-                for r in self.rollouts()]),
-            "quality": (QUALITY_COLUMNS, [[r[c] for c in QUALITY_COLUMNS]
-                                          for r in self.quality()]),
-            "conditions": (CONDITION_COLUMNS[:-1], [[r[c] for c in CONDITION_COLUMNS[:-1]]
-                                                    for r in self.conditions()]),
-        }
         written = {}
-        for name, (header, rows) in tables.items():
-            buffer = io.StringIO()
-            writer = csv.writer(buffer, lineterminator="\n")
-            writer.writerow(header)
-            writer.writerows([[repr(v) if isinstance(v, float) else v for v in row]
-                              for row in rows])
-            path = out / f"{name}.csv"
-            atomic_write_bytes(path, buffer.getvalue().encode())
+        for name, frame in self.tables().items():
+            path = out / f"{name}.{fmt}"
+            if fmt == "csv":
+                data = frame.to_csv(index=False, lineterminator="\n", na_rep="nan").encode()
+            else:
+                data = _parquet_bytes(frame)
+            atomic_write_bytes(path, data)
             written[name] = path
         return written
+
+
+EXPORT_FORMATS = ("csv", "parquet")
+
+
+def _parquet_bytes(frame: Any) -> bytes:
+    import importlib.util
+    import io
+
+    if importlib.util.find_spec("pyarrow") is None:
+        raise BenchError("Parquet export needs pyarrow; pip install pyarrow, or export CSV")
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False, engine="pyarrow")
+    return buffer.getvalue()

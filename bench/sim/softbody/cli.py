@@ -21,6 +21,7 @@ POLICIES = ("expert", "hold")
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench softbody``."""
+    from bench.sim.config import OBS_MODES
     p = subparsers.add_parser("softbody", help="deformable (spring-mass) tasks: rope routing")
     sub = p.add_subparsers(dest="softbody_command", required=True)
     r = sub.add_parser("rollout", help="roll a policy out in splatbench/Rope-v0",
@@ -28,11 +29,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        "--seed-start, --seed-start+1, ...; headless rendering uses MUJOCO_GL=egl.")
     r.add_argument("--scene", required=True, help="scene bundle directory (scene.json)")
     r.add_argument("--policy", default="expert", choices=POLICIES,
-                   help="expert (privileged scripted) or hold [default expert]")
-    r.add_argument("--episodes", type=int, default=3, help="number of episodes [default 3]")
-    r.add_argument("--seed-start", type=int, default=0, help="first condition [default 0]")
-    r.add_argument("--obs-mode", default="rgb", choices=["rgb", "state"],
-                   help="rgb renders the wrist view (rope Gaussians + background) [default rgb]")
+                   help="expert (privileged scripted) or hold")
+    r.add_argument("--episodes", type=int, default=3, help="number of episodes")
+    r.add_argument("--seed-start", type=int, default=0, help="first condition")
+    r.add_argument("--obs-mode", default="rgb", choices=OBS_MODES,
+                   help="rgb renders the wrist view (rope Gaussians + background)")
     r.add_argument("--max-frames", type=int, default=600, help="time limit, frames [600]")
     r.add_argument("--image-size", type=int, nargs=2, default=[128, 128],
                    metavar=("H", "W"), help="wrist image size, pixels [128 128]")
@@ -100,12 +101,12 @@ def run_rollout(args: argparse.Namespace) -> int:
     try:
         with staged_output_dir(args.out, overwrite=args.overwrite,
                                inputs=inputs) as tmp:
-            conditions = range(args.seed_start, args.seed_start + args.episodes)
-            for episode, condition in enumerate(tqdm(conditions, desc="rollout rope", unit="ep",
+            init_indices = range(args.seed_start, args.seed_start + args.episodes)
+            for episode, init_index in enumerate(tqdm(init_indices, desc="rollout rope", unit="ep",
                                                      file=sys.stderr)):
                 states = [] if args.save_states else None
                 record, frames, _ = run_episode(
-                    env, policy, condition=condition, episode=episode, policy_name=args.policy,
+                    env, policy, init_index=init_index, episode=episode, policy_name=args.policy,
                     record_frames=args.video, states=states)
                 records.append(record)
                 if args.video and frames:
@@ -119,7 +120,7 @@ def run_rollout(args: argparse.Namespace) -> int:
                     name = f"states/episode_{episode:04d}.csv"
                     buffer = io.StringIO()
                     writer = csv.writer(buffer, lineterminator="\n")
-                    writer.writerow(state_stream_columns(list(states[0]["objects"])))
+                    writer.writerow(state_stream_columns(list(states[0].objects)))
                     writer.writerows(state_stream_rows(states))
                     atomic_write_bytes(tmp / name, buffer.getvalue().encode("utf-8"))
                     outputs[name] = tmp / name

@@ -64,6 +64,7 @@ class GeomColliders:
                                            friction=friction))
 
     def poses(self, data: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:  # [C, 3], [C, 4]
+        """World positions [C, 3] and quaternions [C, 4] (w, x, y, z) of the collider geoms."""
         pos = np.array([data.geom_xpos[g] for g in self.geom_ids], np.float64)
         quat = np.zeros((len(self.geom_ids), 4))
         for k, g in enumerate(self.geom_ids):
@@ -123,6 +124,7 @@ class SoftGrasp:
         self.reset()
 
     def reset(self) -> None:
+        """Release the rope (start of an episode)."""
         self.holding = False
         self.hold_opening = 0.0
         self.last_force = 0.0

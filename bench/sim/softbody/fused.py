@@ -31,6 +31,7 @@ def self_force(i: int, grid: wp.uint64, x: wp.array(dtype=wp.vec3),
 def self_collision_kernel(grid: wp.uint64, x: wp.array(dtype=wp.vec3),
                           rest: wp.array(dtype=wp.vec3), radius: float, query: float,
                           exclude: float, k_self: float, f: wp.array(dtype=wp.vec3)):
+    """Per node: add the self-collision repulsion of its hash-grid neighbours to its force."""
     i = wp.tid()
     f[i] = f[i] + self_force(i, grid, x, rest, radius, query, exclude, k_self)
 

@@ -86,6 +86,7 @@ def collider_distance(kind: int, size: wp.vec3, centre: wp.vec3, rot: wp.quat,
 
 @wp.func
 def friction_scale(mu: float, dvn: float, vt: wp.vec3) -> float:
+    """Coulomb factor on the tangential velocity: max(0, 1 - mu |dv_n| / |v_t|)."""
     return wp.max(0.0, 1.0 - mu * dvn / wp.max(wp.length(vt), 1.0e-12))
 
 
@@ -161,6 +162,7 @@ def update_node(
 @wp.kernel
 def forces_kernel(v: wp.array(dtype=wp.vec3), mass: wp.array(dtype=float), gravity: wp.vec3,
                   drag: float, f: wp.array(dtype=wp.vec3)):
+    """Per node: f = m (g - drag v), the external force that starts each substep's sum."""
     i = wp.tid()
     f[i] = mass[i] * (gravity - drag * v[i])
 
@@ -170,6 +172,7 @@ def springs_kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3),
                    si: wp.array(dtype=int), sj: wp.array(dtype=int),
                    stiffness: wp.array(dtype=float), damping: wp.array(dtype=float),
                    rest: wp.array(dtype=float), f: wp.array(dtype=wp.vec3)):
+    """Per spring: add its damped spring force to both end nodes (atomic)."""
     s = wp.tid()
     a = si[s]
     b = sj[s]
@@ -194,6 +197,7 @@ def update_kernel(
     body_force: wp.array(dtype=wp.vec3), body_torque: wp.array(dtype=wp.vec3),
     c_normal: wp.array(dtype=float),
 ):
+    """Per node: integrate one substep with ground and collider contacts (see update_node)."""
     i = wp.tid()
     update_node(i, step0[0] + offset, substeps, dt, radius, ground_on, ground_z, ground_mu,
                 x, v, f, mass, attach, attach_local, c_kind, c_size, c_pos0, c_pos1, c_rot0,

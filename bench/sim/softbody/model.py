@@ -65,10 +65,12 @@ class SpringMassConfig:
 
     @property
     def frame_dt(self) -> float:
+        """Simulated time per rendered frame (dt x substeps), seconds."""
         return self.dt * self.substeps
 
     @property
     def exclude_distance(self) -> float:
+        """Rest distance below which nodes ignore each other in self-collision, metres."""
         return self.self_exclude or 4.0 * self.particle_radius
 
 
@@ -111,10 +113,12 @@ class SpringMassModel:
 
     @property
     def num_nodes(self) -> int:
+        """Number of nodes."""
         return len(self.positions)
 
     @property
     def num_springs(self) -> int:
+        """Number of springs."""
         return len(self.springs)
 
 

@@ -52,12 +52,14 @@ class ColliderFrame:
 
     @classmethod
     def empty(cls) -> ColliderFrame:
+        """A frame with no colliders."""
         z3, z4 = np.zeros((0, 3)), np.zeros((0, 4))
         zi = np.zeros(0, np.int64)
         return cls(zi, z3, z3, z3, z4, z4, z3, z3, zi, np.zeros(0), np.zeros((0, 3)))
 
     @property
     def count(self) -> int:
+        """Number of colliders."""
         return len(self.kinds)
 
 

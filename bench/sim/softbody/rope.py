@@ -40,6 +40,7 @@ from bench.sim.robot import HAND_BODY, FloatingGripper
 from bench.sim.softbody.coupling import GeomColliders, SoftGrasp, SoftGraspConfig
 from bench.sim.softbody.model import SpringMassConfig, SpringMassModel, neighbour_springs
 from bench.sim.softbody.task import ROPE_GRID, ROPE_TASK, RopeTask  # noqa: F401 - re-export
+from bench.sim.state import FrameState
 from bench.sim.world import TABLE_THICKNESS, TableGeometry
 
 ROPE_NODES = 31
@@ -56,6 +57,7 @@ STAGES = (("reach", 0.1), ("grasp", 0.2), ("lift", 0.2), ("over_clip", 0.2), ("r
 
 
 def rope_model(start: np.ndarray, direction: np.ndarray) -> SpringMassModel:  # [3], [3]
+    """The rope's spring-mass model: nodes from ``start`` along ``direction``, neighbour springs."""
     nodes = start + np.outer(np.linspace(0.0, ROPE_LENGTH, ROPE_NODES), direction)
     springs, lengths = neighbour_springs(nodes, radius=2.05 * ROPE_LENGTH / (ROPE_NODES - 1),
                                          max_neighbors=4)
@@ -146,6 +148,7 @@ class RopeWorld:
         mujoco.mj_forward(self.model, self.data)
 
     def reset(self, xy_yaw: tuple[float, float, float]) -> None:
+        """Reset MuJoCo and the rope to the start ``(x, y, yaw)`` (table frame, yaw in radians)."""
         from bench.sim.softbody.sim import SpringMassSim
 
         mujoco.mj_resetData(self.model, self.data)
@@ -165,6 +168,7 @@ class RopeWorld:
         self.data.xfrc_applied[:] = 0.0
 
     def run_frame(self, start: np.ndarray, goal: np.ndarray, opening_cmd: float, steps: int):
+        """Move the hand from ``start`` to ``goal`` over ``steps`` physics steps, rope coupled."""
         positions, quaternions = interpolate_pose(start, goal, steps)
         before = self.geoms.poses(self.data)
         measured = self.robot.opening(self.data)
@@ -262,6 +266,7 @@ class RopeEnv(gym.Env):
 
     # -- gymnasium ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode at grid condition ``seed`` (or ``options["condition"]``)."""
         super().reset(seed=seed)
         options = options or {}
         condition = int(options.get("condition", seed if seed is not None else self._next))
@@ -279,6 +284,7 @@ class RopeEnv(gym.Env):
         return self._observation(), self._info(0)
 
     def step(self, action):
+        """Execute an action chunk; returns (obs, reward, terminated, truncated, info)."""
         rows = self._validate(action)
         self._rows = []
         executed = 0
@@ -293,11 +299,13 @@ class RopeEnv(gym.Env):
             self._info(executed)
 
     def render(self):
+        """The exterior camera view [H, W, 3] uint8 (``render_mode="rgb_array"``), else None."""
         if self.render_mode != "rgb_array":
             return None
         return self._get_renderer().render_exterior()
 
     def close(self) -> None:
+        """Free the renderers."""
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
@@ -339,28 +347,29 @@ class RopeEnv(gym.Env):
         self._update_progress()
         self._rows.append(self._frame_row(now))
 
-    def _frame_row(self, success_now: bool) -> dict[str, Any]:
+    def _frame_row(self, success_now: bool) -> FrameState:
         """One frame of the state stream, in the rigid envs' format (``info["frame_states"]``)."""
         tcp = self.world.robot.tcp_pose(self.world.data)
         opening = self.world.robot.opening(self.world.data)
         nodes = self.world.sim.positions()
         identity = [1.0, 0.0, 0.0, 0.0]
-        return {
-            "frame": self._frame,
-            "ee_pose": [*tcp[:3, 3].tolist(), *mat_to_quat(tcp[:3, :3]).tolist()],
-            "gripper": min(max(opening / self.world.robot.max_opening, 0.0), 1.0),
-            "opening_m": opening,
-            "attached": "rope" if self.world.grasp.holding else "",
-            "held": bool(self.world.grasp.holding),
-            "success_now": bool(success_now),
-            "success": self._success,
-            "progress": self._progress,
-            "objects": {"rope_end": [*nodes[0].tolist(), *identity],
-                        "rope_middle": [*nodes[ROPE_NODES // 2].tolist(), *identity],
-                        "rope_far_end": [*nodes[-1].tolist(), *identity]},
-        }
+        return FrameState(
+            frame=self._frame,
+            ee_pose=[*tcp[:3, 3].tolist(), *mat_to_quat(tcp[:3, :3]).tolist()],
+            gripper=min(max(opening / self.world.robot.max_opening, 0.0), 1.0),
+            opening_m=opening,
+            attached="rope" if self.world.grasp.holding else "",
+            held=bool(self.world.grasp.holding),
+            success_now=bool(success_now),
+            success=self._success,
+            progress=self._progress,
+            objects={"rope_end": [*nodes[0].tolist(), *identity],
+                     "rope_middle": [*nodes[ROPE_NODES // 2].tolist(), *identity],
+                     "rope_far_end": [*nodes[-1].tolist(), *identity]},
+        )
 
     def crossings(self, nodes: np.ndarray | None = None) -> int:
+        """Number of springs crossing the clip opening (0 while the rope is not routed)."""
         nodes = self.world.sim.positions() if nodes is None else nodes
         return clip_crossings(nodes, self.world.sim.model.springs, self.world.clip,
                               table_height=self.table.height)
@@ -520,11 +529,13 @@ class RopeExpert:
         self._rng = np.random.default_rng(self.seed)
 
     def reset(self, seed: int | None = None) -> None:  # positional too (older callers)
+        """Restart the script at its first phase; ``seed`` reseeds its noise."""
         self.phase = 0
         self._beyond = None
         self._rng = np.random.default_rng([self.seed, 0 if seed is None else int(seed)])
 
     def act(self, obs, info) -> np.ndarray:
+        """The next action chunk [chunk, 7] of the scripted rope routing."""
         env = self.env
         self._virtual = env._target.copy()  # plan the chunk from the commanded target
         if env.config.control != "chunk":

@@ -33,6 +33,7 @@ def init_warp():
 
 
 def default_device() -> str:
+    """"cuda:0" when Warp sees a GPU, else "cpu"."""
     wp = init_warp()
     return "cuda:0" if wp.is_cuda_available() else "cpu"
 
@@ -140,12 +141,15 @@ class SpringMassSim:
 
     # -- state ------------------------------------------------------------------------------
     def positions(self) -> np.ndarray:  # -> [N, 3] float64
+        """Node positions [N, 3], metres."""
         return self.x.numpy().astype(np.float64)
 
     def velocities(self) -> np.ndarray:  # -> [N, 3] float64
+        """Node velocities [N, 3], m/s."""
         return self.v.numpy().astype(np.float64)
 
     def set_state(self, x: np.ndarray, v: np.ndarray | None = None) -> None:  # [N, 3], [N, 3]
+        """Overwrite positions (and velocities; zero when None) of every node."""
         self.version += 1
         self.x.assign(np.asarray(x, np.float32))
         self.v.assign(np.zeros_like(x, np.float32) if v is None else np.asarray(v, np.float32))
@@ -156,9 +160,11 @@ class SpringMassSim:
         self.attach_local.assign(np.asarray(local, np.float32))
 
     def attachment(self) -> np.ndarray:  # -> [N] int
+        """Per-node attachment index [N] (-1: free)."""
         return self.attach.numpy().astype(np.int64)
 
     def set_parameters(self, *, stiffness=None, damping=None) -> None:  # [S] or scalars
+        """Set per-spring stiffness (N/m) and damping (N s/m), arrays [S] or scalars."""
         s = self.model.num_springs
         if stiffness is not None:
             self.stiffness.assign(np.broadcast_to(np.float32(stiffness), (s,)).astype(np.float32))

@@ -25,6 +25,7 @@ def _csv(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_stages_and_outputs_exist(demo):
     assert [name for name, _ in STAGES] == ["study", "yubi", "summary"]
     for rel in ("config.json", "manifest.json", "study.json", "results.sqlite", "summary.csv",

@@ -57,14 +57,14 @@ def test_latency_takes_effect_exactly_ceil_l_over_frame_time_later(scene, latenc
     k = math.ceil(latency_ms / frame_ms)
     assert k == {0.0: 0, 250.0: 3, 300.0: 3, 2000.0: 20}[latency_ms]
     policy, states = Scripted(), []
-    run_episode(env, policy, condition=0, states=states,
+    run_episode(env, policy, init_index=0, states=states,
                 execution=Execution("async", latency_ms))
     env.close()
     period = max(execute, k)
     assert policy.query_frames[:3] == [0, period, 2 * period]
-    xy = np.array([row["ee_pose"][:2] for row in states])
+    xy = np.array([row.ee_pose[:2] for row in states])
     z = np.linalg.norm(xy - xy[0], axis=1)  # distance travelled from the start
-    assert [row["frame"] for row in states] == list(range(len(states)))
+    assert [row.frame for row in states] == list(range(len(states)))
     t = policy.query_frames[1]  # the ramp is issued at frame t ...
     steps = np.diff(z)
     moving = np.flatnonzero(steps > STEP / 2)
@@ -85,7 +85,7 @@ def test_async_with_zero_latency_equals_blocking_bit_for_bit(scene):
     runs = []
     for execution in (None, Execution("async", 0.0)):
         states = []
-        record, _, _ = run_episode(env, make_policy("noisy-expert", env, seed=2), condition=4,
+        record, _, _ = run_episode(env, make_policy("noisy-expert", env, seed=2), init_index=4,
                                    states=states, execution=execution)
         runs.append((record, states))
     env.close()
@@ -100,7 +100,7 @@ def test_latency_changes_an_expert_rollout_deterministically(scene):
     out = []
     for latency in (0.0, 450.0, 450.0):
         states = []
-        run_episode(env, make_policy("expert", env), condition=1, states=states,
+        run_episode(env, make_policy("expert", env), init_index=1, states=states,
                     execution=Execution("async", latency))
         out.append(states)
     env.close()
@@ -168,7 +168,7 @@ def test_measured_p50_latency_drives_async_execution(scene):
             return super().act(obs, info)
 
     env = _env(scene, max_frames=20)
-    measured = measure_latency_ms(env, Slow(), condition=0)
+    measured = measure_latency_ms(env, Slow(), init_index=0)
     env.close()
     assert 30.0 <= measured < 300.0  # 30 ms sleep plus the (shared-machine) call overhead
     deployment = Deployment.from_dict({"execution": "async", "latency_ms": "p50"})

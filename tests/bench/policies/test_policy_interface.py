@@ -136,7 +136,7 @@ def test_entry_point_builds_a_policy(state_env):
 
     policy = make_policy("bench_test_policies:make_servo", state_env, seed=3, chunk=8)
     assert isinstance(policy, Policy) and policy.chunk == 8 and policy.seed == 3
-    record, _, _ = run_episode(state_env, policy, condition=0)
+    record, _, _ = run_episode(state_env, policy, init_index=0)
     assert record.status == "ok" and record.frames == 40
 
 

@@ -142,10 +142,10 @@ def test_rollout_through_server_equals_in_process_bit_for_bit(rgb_env):
         for condition in (1, 7):
             local_states, remote_states, frames_a, latencies = [], [], [], []
             local = make_policy(entry, rgb_env, seed=5)
-            rec_a, frames_a, _ = run_episode(rgb_env, local, condition=condition,
+            rec_a, frames_a, _ = run_episode(rgb_env, local, init_index=condition,
                                              states=local_states, record_frames=True)
             remote = make_policy("openpi", rgb_env, port=port)
-            rec_b, frames_b, _ = run_episode(rgb_env, remote, condition=condition,
+            rec_b, frames_b, _ = run_episode(rgb_env, remote, init_index=condition,
                                              states=remote_states, record_frames=True,
                                              latencies=latencies)
             remote.close()
@@ -154,7 +154,7 @@ def test_rollout_through_server_equals_in_process_bit_for_bit(rgb_env):
             assert local_states == remote_states  # every frame, every float
             assert all(np.array_equal(a, b) for a, b in zip(frames_a, frames_b, strict=True))
             assert len(latencies) == rec_b.policy_queries and min(latencies) > 0
-            assert local_states[-1]["ee_pose"] != local_states[0]["ee_pose"]  # it moved
+            assert local_states[-1].ee_pose != local_states[0].ee_pose  # it moved
     finally:
         stop(proc)
 
@@ -166,7 +166,7 @@ def test_dead_or_refusing_server_is_an_error_not_a_failure(state_env):
     port = _free_port()  # nothing listens here
     policy = make_policy("openpi", state_env, port=port, retries=2, backoff_s=0.05)
     start = time.monotonic()
-    record, _, _ = run_episode(state_env, policy, condition=0)
+    record, _, _ = run_episode(state_env, policy, init_index=0)
     assert record.status == "error" and not record.success and record.failure == ""
     assert f"ws://127.0.0.1:{port}" in record.error and "after 3 attempts" in record.error
     assert "\n" not in record.error
@@ -181,7 +181,7 @@ def test_slow_server_past_timeout_is_an_error(state_env):
     try:
         policy = make_policy("openpi", state_env, port=port, timeout_s=0.3, retries=1,
                              backoff_s=0.0)
-        record, _, _ = run_episode(state_env, policy, condition=0)
+        record, _, _ = run_episode(state_env, policy, init_index=0)
         policy.close()
     finally:
         stop(proc)
@@ -210,7 +210,7 @@ def test_malformed_replies_are_errors_with_a_reason(factory, reason, state_env):
     port = box["server"].socket.getsockname()[1]
     try:
         policy = make_policy("openpi", state_env, port=port, retries=0)
-        record, _, _ = run_episode(state_env, policy, condition=0)
+        record, _, _ = run_episode(state_env, policy, init_index=0)
         policy.close()
     finally:
         box["server"].shutdown()
@@ -241,7 +241,7 @@ def test_garbage_and_text_replies_are_errors(state_env):
         reasons = []
         for _ in range(2):
             policy = make_policy("openpi", state_env, port=port, retries=0)
-            reasons.append(run_episode(state_env, policy, condition=0)[0].error)
+            reasons.append(run_episode(state_env, policy, init_index=0)[0].error)
             policy.close()
         server.shutdown()
     assert "malformed reply" in reasons[0]

@@ -13,7 +13,7 @@ from bench.sim.rollout import run_episode
 def _success_rate(scene, task, policy_name, conditions, **kwargs):
     env = gymnasium.make(bench.sim.ENV_IDS[task], scene=scene, obs_mode="state", **kwargs)
     policy = make_policy(policy_name, env, seed=0)
-    records = [run_episode(env, policy, condition=c)[0] for c in conditions]
+    records = [run_episode(env, policy, init_index=c)[0] for c in conditions]
     env.close()
     return np.mean([r.success for r in records]), records
 
@@ -78,7 +78,7 @@ def test_in_memory_state_stream_rescores_to_the_online_progress(small_scene):
 
     env = gymnasium.make(bench.sim.ENV_IDS["tape"], scene=small_scene, obs_mode="state")
     states = []
-    record, _, _ = run_episode(env, make_policy("expert", env), condition=2, states=states)
+    record, _, _ = run_episode(env, make_policy("expert", env), init_index=2, states=states)
     env.close()
     assert record.success and len(states) == record.frames + 1
     trace = score_stream(
@@ -87,6 +87,6 @@ def test_in_memory_state_stream_rescores_to_the_online_progress(small_scene):
         dt=0.1,
         success=progress_success(states),  # the env's success, its scorer's terminal signal
     )
-    np.testing.assert_array_equal(trace.score, [s["progress"] for s in states])
+    np.testing.assert_array_equal(trace.score, [s.progress for s in states])
     assert trace.final_score == 1.0 and trace.success_step == len(states) - 1
     assert trace.score[-1] == pytest.approx(record.progress_final, abs=5e-7)  # record: 6 digits

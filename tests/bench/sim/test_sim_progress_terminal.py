@@ -31,9 +31,9 @@ def test_successful_expert_episode_ends_at_progress_one(small_scene, task):
     # 1.0 arrives with the env's success (the strict 30-frame channel alone would never get
     # there: the env terminates 3 frames after its predicate first holds), not before it
     rows = [row for _, step_info in steps for row in step_info["frame_states"]]
-    assert rows[-1]["success"] and rows[-1]["progress"] == 1.0
-    assert all(r["progress"] < 1.0 for r in rows if not r["success"])
-    assert sum(r["success"] for r in rows) == 1  # success is declared at the final frame only
+    assert rows[-1].success and rows[-1].progress == 1.0
+    assert all(r.progress < 1.0 for r in rows if not r.success)
+    assert sum(r.success for r in rows) == 1  # success is declared at the final frame only
 
 
 def test_failed_episode_stays_below_one(small_scene):
@@ -42,7 +42,7 @@ def test_failed_episode_stays_below_one(small_scene):
     assert not info["success"] and steps[-1][1]["frame"] == 40
     assert max(r for r, _ in steps) < 1.0 and info["progress"] < 1.0
     rows = [row for _, step_info in steps for row in step_info["frame_states"]]
-    assert not any(r["success"] for r in rows)
+    assert not any(r.success for r in rows)
 
 
 def test_rescoring_without_the_success_signal_misses_the_terminal(small_scene):

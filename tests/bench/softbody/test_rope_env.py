@@ -62,10 +62,10 @@ def test_rope_expert_routes_the_rope_and_hold_does_not(scene):
 
     env = gymnasium.make("splatbench/Rope-v0", scene=scene, obs_mode="state")
     expert = rope_expert(env)
-    records = [run_episode(env, expert, condition=c)[0] for c in (0, 7, 14)]
+    records = [run_episode(env, expert, init_index=c)[0] for c in (0, 7, 14)]
     assert all(r.success and r.progress_final == 1.0 for r in records)
     assert all(0 < r.first_grasp_frame < r.frames for r in records)
-    hold, *_ = run_episode(env, _Hold(env), condition=0)
+    hold, *_ = run_episode(env, _Hold(env), init_index=0)
     assert not hold.success and hold.progress_final < 0.2 and hold.truncated
 
 

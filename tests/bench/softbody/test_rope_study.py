@@ -78,14 +78,14 @@ def test_rope_policies_are_registered_and_ranked(scene):
     runs = {}
     for name in ("rope-expert", "rope-expert-hasty", "hold"):
         policy = make_policy(name, env, seed=0)
-        runs[name] = run_episode(env, policy, condition=100)[0]
+        runs[name] = run_episode(env, policy, init_index=100)[0]
     # measured at this commit: the clean expert routes condition 100 in 85 frames, the hasty
     # variant drops the rope at the clip (grasp and lift credit only), hold never moves
     assert runs["rope-expert"].success and runs["rope-expert"].frames == 85
     assert not runs["rope-expert-hasty"].success
     assert 0.2 < runs["rope-expert-hasty"].progress_final < 1.0
     assert runs["hold"].progress_final == 0.0
-    again = run_episode(env, make_policy("rope-expert-hasty", env, seed=0), condition=100)[0]
+    again = run_episode(env, make_policy("rope-expert-hasty", env, seed=0), init_index=100)[0]
     assert again.to_dict() == runs["rope-expert-hasty"].to_dict()  # seeded noise: reproducible
     with pytest.raises(ValueError, match="runs on splatbench/Rope-v0 only"):
         make_policy("rope-expert", bench.sim.make_env("cup", scene, obs_mode="state"))
@@ -130,7 +130,7 @@ def test_rope_study_runs_end_to_end_paired_and_byte_identical(tmp_path):
         for trial in (0, 1):
             clean = by_cell[("clean", policy, "sim", trial)]
             hole = by_cell[("hole-54", policy, "sim", trial)]
-            assert clean.init_condition == hole.init_condition == 100 + trial  # paired starts
+            assert clean.init_index == hole.init_index == 100 + trial  # paired starts
             # privileged experts never look at the background: identical outcomes
             assert (clean.success, clean.frames, clean.progress_final) == \
                 (hole.success, hole.frames, hole.progress_final)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bench.sim.softbody import SpringMassConfig, chain
 from bench.sim.softbody.sim import SpringMassSim
 from bench.sim.softbody.sysid import fit_stiffness_damping
 
 
+@pytest.mark.slow
 def test_sysid_recovers_known_parameters_within_5_percent():
     k_true, c_true = 80.0, 0.3
     model = chain(4, spacing=0.05, mass=0.05, stiffness=k_true, damping=c_true)

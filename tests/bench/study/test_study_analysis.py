@@ -46,7 +46,7 @@ def _rows():
                 for trial in range(4):
                     yield RolloutRow(
                         study="hand", scene=scene, condition=cond, task=task, policy=policy,
-                        domain=domain, trial=trial, init_condition=trial, success=trial < k,
+                        domain=domain, trial=trial, init_index=trial, success=trial < k,
                         progress_final=1.0, progress_max=1.0, frames=10, failure="",
                         truncated=False, first_grasp_frame=-1, manifest_sha256="0" * 64)
 

@@ -93,6 +93,7 @@ def studies(tmp_path_factory):
                            errors_before=errors_before, spec=spec)
 
 
+@pytest.mark.slow
 def test_killed_server_marks_rollouts_error_not_failure(studies):
     assert "rollouts ended in a policy fault" in studies.message
     assert "--resume" in studies.message and "\n" not in studies.message

@@ -35,9 +35,11 @@ def recorder(monkeypatch):
 
     calls = []
 
-    def run_episode(env, policy, *, condition, episode, policy_name, **_):
+    def run_episode(env, policy, *, init_index, episode, policy_name, **_):
+        condition = init_index
         calls.append((env.scene, env.task, policy_name, condition, episode))
-        record = SimpleNamespace(success=condition % 2 == 0, progress_final=0.5,
+        record = SimpleNamespace(init_index=init_index,
+                                 success=condition % 2 == 0, progress_final=0.5,
                                  progress_max=0.75, frames=condition, failure="",
                                  truncated=False, first_grasp_frame=-1, status="ok")
         return record, [], 0.0
@@ -64,21 +66,21 @@ def test_trials_are_paired_across_conditions(recorder, tmp_path):
     assert ran == len(rows) == len(recorder) == 2 * 2 * 2 * (3 * 3 + 2)
     for row in rows:
         if row.domain == "sim":
-            assert row.init_condition == 5 + row.trial
+            assert row.init_index == 5 + row.trial
         else:
-            assert (row.condition, row.init_condition) == ("clean", 500 + row.trial)
+            assert (row.condition, row.init_index) == ("clean", 500 + row.trial)
         assert row.manifest_sha256 == f"{row.scene}-{row.condition}"
     # trial t of a (scene, task, policy) has one start across the three conditions
     starts = {}
     for row in rows:
         if row.domain == "sim":
             starts.setdefault((row.scene, row.task, row.policy, row.trial), set()).add(
-                (row.condition, row.init_condition))
+                (row.condition, row.init_index))
     assert all(len(v) == 3 and len({i for _, i in v}) == 1 for v in starts.values())
     # each stored row ran once, in the env built on its own (scene, condition) bundle
     ran_in = sorted((Path(bundle).parent.name, Path(bundle).name, task, policy, start, episode)
                     for bundle, task, policy, start, episode in recorder)
-    assert ran_in == sorted((r.scene, r.condition, r.task, r.policy, r.init_condition, r.trial)
+    assert ran_in == sorted((r.scene, r.condition, r.task, r.policy, r.init_index, r.trial)
                             for r in rows)
 
 

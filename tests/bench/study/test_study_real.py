@@ -121,6 +121,7 @@ def _rates(rows, scene, cond, policy):
     return sum(hits) / len(hits)
 
 
+@pytest.mark.slow
 def test_real_counts_replace_real_rollouts(study):
     from bench.provenance import sha256_file
 

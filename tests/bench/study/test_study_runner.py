@@ -32,8 +32,8 @@ def test_outputs_and_store(study):
         rows = store.rollouts()
         assert len(rows) == 12
         assert {r.domain for r in rows} == {"sim", "real"}
-        assert {r.init_condition for r in rows if r.domain == "real"} == {1000}
-        assert {r.init_condition for r in rows if r.domain == "sim"} == {100}
+        assert {r.init_index for r in rows if r.domain == "real"} == {1000}
+        assert {r.init_index for r in rows if r.domain == "sim"} == {100}
         shas = {(c["scene"], c["condition"]): c["manifest_sha256"] for c in store.conditions()}
         assert all(r.manifest_sha256 == shas[(r.scene, r.condition)] for r in rows)
         quality = store.quality()

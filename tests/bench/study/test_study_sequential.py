@@ -35,13 +35,15 @@ def stand_in(monkeypatch):
 
     calls = []
 
-    def run_episode(env, policy, *, condition, episode, policy_name, **_):
+    def run_episode(env, policy, *, init_index, episode, policy_name, **_):
+        condition = init_index
         calls.append((env.scene, env.task, policy_name, condition))
         if env.task == "cup":
             success = policy_name == "visual-servo"
         else:
             success = condition % 3 == 0
-        record = SimpleNamespace(success=success, progress_final=1.0 * success,
+        record = SimpleNamespace(init_index=init_index,
+                                 success=success, progress_final=1.0 * success,
                                  progress_max=1.0, frames=10, failure="", truncated=False,
                                  first_grasp_frame=-1, status="ok")
         return record, [], 0.0

@@ -40,7 +40,7 @@ def test_visual_servo_succeeds_on_clean(scene, task):
     env = bench.sim.make_env(task, scene, max_frames=200)
     try:
         policy = make_policy("visual-servo", env)
-        results = [run_episode(env, policy, condition=c)[0] for c in range(4)]
+        results = [run_episode(env, policy, init_index=c)[0] for c in range(4)]
     finally:
         env.close()
     # measured 4/4 for both tasks (8/8 on the 20k-Gaussian room); allow one miss

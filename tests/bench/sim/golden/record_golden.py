@@ -32,8 +32,9 @@ def physical_digest(env) -> str:
     return hashlib.sha256(state.astype(np.float64).tobytes()).hexdigest()
 
 
-def row_digest(row: dict) -> str:
+def row_digest(row) -> str:
     """sha256 of one state-stream row (JSON with Python's exact float repr)."""
+    row = row.to_dict() if hasattr(row, "to_dict") else row  # a FrameState since the dict
     return hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()[:32]
 
 
