@@ -352,7 +352,7 @@ def _git_commit() -> str:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], check=True,
                               **run).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               check=True, **run).stdout.strip()
+                               check=True, **run).stdout.rstrip("\n")  # "XY path" lines
     except (OSError, subprocess.SubprocessError):
         return "unknown (not a git checkout)"
     if not dirty:
