@@ -51,6 +51,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--out", help="also write the Markdown table to this file")
     parser.add_argument("--doc", help="write the generated speed doc (Markdown) here")
+    parser.add_argument("--doc-note", action="append", default=[],
+                        help="a sentence for the speed doc's notes (repeatable), e.g. why "
+                             "sizes or repeats were reduced")
     args = parser.parse_args()
     from speed_doc import Table, cpu_model, render_table, run_started, write_speed_doc
 
@@ -136,7 +139,7 @@ def main() -> None:
                    f"of one metric and size are timed interleaved and the best of {args.repeats} "
                    "is kept.",
                    "NVS-SQA scores one sequence of the frames (its unit is a sequence); its row "
-                   "is frames/s."])
+                   "is frames/s.", *args.doc_note])
 
 if __name__ == "__main__":
     main()
