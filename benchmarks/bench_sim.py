@@ -1,8 +1,8 @@
 """Simulator speed: physics steps/s, rendered policy queries/s, wall time of a 600-frame rollout.
 
-Run on one core (as in the README table):
+Run on one core (as for docs/speed/sim.md, which the simulator manual quotes):
 
-    MUJOCO_GL=egl taskset -c 0 .venv/bin/python benchmarks/bench_sim.py
+    MUJOCO_GL=egl PYOPENGL_PLATFORM=egl taskset -c 1 .venv/bin/python benchmarks/bench_sim.py
 
 Rows, side by side:
 - raw ``mj_step`` vs the environment's frame loop (mocap interpolation + grasp rule per step);
