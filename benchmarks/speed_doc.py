@@ -183,6 +183,7 @@ def machine_fields(started: RunStart, *, ended: RunStart | None = None) -> list[
     ended = ended or _now()
     seconds = max(0.0, ended.monotonic - started.monotonic)
     fmt = "%Y-%m-%d %H:%M:%S"
+    end_fmt = fmt if ended.utc.date() != started.utc.date() else "%H:%M:%S"  # past midnight
     load = " / ".join(" ".join(f"{x:.2f}" for x in la)
                       for la in (started.load_average, ended.load_average))
     versions = [f"Python {sys.version.split()[0]}"]
@@ -192,7 +193,7 @@ def machine_fields(started: RunStart, *, ended: RunStart | None = None) -> list[
         except metadata.PackageNotFoundError:
             versions.append(f"{dist} (not installed)")
     return [
-        ("date (UTC)", f"{started.utc.strftime(fmt)} to {ended.utc.strftime('%H:%M:%S')} "
+        ("date (UTC)", f"{started.utc.strftime(fmt)} to {ended.utc.strftime(end_fmt)} "
                        f"({_duration(seconds)})"),
         ("CPU", f"{cpu_model()}, {os.cpu_count()} logical cores{_affinity_note()}"),
         ("memory", _memory_total()),

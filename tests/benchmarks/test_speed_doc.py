@@ -110,6 +110,10 @@ def test_write_speed_doc_header_tables_notes(tmp_path):
     assert sd.render_table(table) in text
     assert text.index("Speed:") > text.index("git commit")  # tables after the header
     assert text.rstrip().endswith("## Notes\n\n- reference is the double loop")
+    late = sd.RunStart(utc=dt.datetime(2026, 12, 2, 0, 1, 0, tzinfo=dt.UTC), monotonic=4660.0,
+                       load_average=(0.5, 0.5, 0.5))
+    assert dict(sd.machine_fields(_start(0.5, hour=23), ended=late))["date (UTC)"] == (
+        "2026-12-01 23:00:00 to 2026-12-02 00:01:00 (61 min 0 s)")
 
     written = sd.write_speed_doc(out, title="X speed", command=command, tables=[table],
                                  notes=["n"], started=_start(0.5))
