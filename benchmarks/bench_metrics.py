@@ -7,13 +7,14 @@ Alternatives measured in the same run:
   * LPIPS: the lpips package called per image pair (same network and weights);
   * PSNR: a per-image numpy loop.
 NVS-SQA scores one sequence of --frames views (its unit is a sequence); reported as frames/s.
-Prints a Markdown table (and writes it to --out when given).
+Prints a Markdown table (and writes it to --out when given); ``--doc docs/speed/metrics.md``
+writes it with the command, date and machine (``benchmarks/speed_doc.py``), the file the
+metrics manual quotes.
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 
 import numpy as np
@@ -49,7 +50,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (best is kept)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--out", help="also write the Markdown table to this file")
+    parser.add_argument("--doc", help="write the generated speed doc (Markdown) here")
+    parser.add_argument("--doc-note", action="append", default=[],
+                        help="a sentence for the speed doc's notes (repeatable), e.g. why "
+                             "sizes or repeats were reduced")
     args = parser.parse_args()
+    from speed_doc import Table, cpu_model, render_table, run_started, write_speed_doc
+
+    started = run_started()
 
     import lpips
     import torch
@@ -113,16 +121,25 @@ def main() -> None:
             print(f"{key[0]:8s} {key[1]} {impl:44s} {args.frames / seconds:9.1f} images/s",
                   flush=True)
 
-    header = (f"CPU: {platform.processor() or platform.machine()}, torch threads "
-              f"{args.threads}, {args.frames} images per batch, best of {args.repeats}\n\n")
-    table = "| metric | size | implementation | images/s |\n|---|---|---|---:|\n"
-    table += "".join(f"| {m} | {s} | {i} | {v:.1f} |\n" for m, s, i, v in rows)
+    header = (f"CPU: {cpu_model()}, torch threads "
+              f"{args.threads}, {args.frames} images per batch, best of {args.repeats}")
+    table = Table(header, ["metric", "size", "implementation", "images/s"],
+                  [[m, s, i, f"{v:.1f}"] for m, s, i, v in rows], align=["l", "l", "l", "r"])
     print()
-    print(header + table)
+    print(render_table(table))
     if args.out:
         with open(args.out, "w") as handle:
-            handle.write(header + table)
-
+            handle.write(render_table(table) + "\n")
+    if args.doc:
+        write_speed_doc(
+            args.doc, title="Metrics speed: splatbench scorers vs the obvious alternatives (CPU)",
+            tables=[table], started=started,
+            notes=["Inputs: float64 image pairs in [0, 1] (a blurred random reference and it "
+                   "plus 5% noise), seed 0. Every case runs once untimed, then the alternatives "
+                   f"of one metric and size are timed interleaved and the best of {args.repeats} "
+                   "is kept.",
+                   "NVS-SQA scores one sequence of the frames (its unit is a sequence); its row "
+                   "is frames/s.", *args.doc_note])
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,10 @@ Reported: median CPU time per frame (``time.process_time``, robust to other
 jobs on a shared machine; both backends run on one thread), frames/s from it, the
 speed-up of ``cpu`` over ``torch``, and the median wall-clock times for reference.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_render.py [--out DIR]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_render.py [--out DIR] [--doc PATH]
+
+``--doc docs/speed/render.md`` writes the table with the command, date and machine
+(``benchmarks/speed_doc.py``); the rendering manual quotes that file.
 """
 
 from __future__ import annotations
@@ -100,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="time per cell (s)")
     parser.add_argument("--min-frames", type=int, default=3, help="minimum torch frames per cell")
     parser.add_argument("--out", type=Path, help="write render_bench.csv / .md here")
+    parser.add_argument("--doc", type=Path, help="write the generated speed doc (Markdown) here")
     args = parser.parse_args(argv)
+    from speed_doc import Table, command_line, render_table, run_started, write_speed_doc
+
+    started = run_started()
 
     import torch
 
@@ -130,15 +137,16 @@ def main(argv: list[str] | None = None) -> int:
                 row["speedup_vs_dense"] = cpu["torch-dense"] / cpu["cpu"]
                 row["speedup_vs_pruned"] = cpu["torch"] / cpu["cpu"]
                 rows.append(row)
-    header = ("| Gaussians | image | camera | cpu (Warp) ms | cpu fps | torch dense tiles ms | "
-              "speed-up vs dense | torch pruned ms | speed-up vs pruned |")
-    lines = [header, "|" + "---|" * 9]
-    for r in rows:
-        lines.append(f"| {r['gaussians']:,} | {r['size']} | {r['camera']} | "
-                     f"{r['cpu_cputime_ms']:.1f} | {r['cpu_fps']:.1f} | "
-                     f"{r['torch_dense_cputime_ms']:.0f} | {r['speedup_vs_dense']:.0f}x | "
-                     f"{r['torch_cputime_ms']:.0f} | {r['speedup_vs_pruned']:.0f}x |")
-    table = "\n".join(lines)
+    header = ["Gaussians", "image", "camera", "cpu (Warp) ms", "cpu fps", "torch dense tiles ms",
+              "speed-up vs dense", "torch pruned ms", "speed-up vs pruned"]
+    cells = [[f"{r['gaussians']:,}", r["size"], r["camera"], f"{r['cpu_cputime_ms']:.1f}",
+              f"{r['cpu_fps']:.1f}", f"{r['torch_dense_cputime_ms']:.0f}",
+              f"{r['speedup_vs_dense']:.0f}x", f"{r['torch_cputime_ms']:.0f}",
+              f"{r['speedup_vs_pruned']:.0f}x"] for r in rows]
+    caption = ("Median CPU time per frame (`time.process_time`, ms) on one thread; fps = "
+               "1 / that time; speed-up = torch time / Warp time, same frames, interleaved.")
+    speed_table = Table(caption, header, cells, align=["l"] * 3 + ["r"] * 6)
+    table = render_table(speed_table).split("\n", 2)[2]  # without the caption
     info = (f"{platform.processor() or platform.machine()}, 1 thread, torch "
             f"{torch.__version__}, python {platform.python_version()}")
     print(table)
@@ -149,6 +157,23 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_csv(args.out / "render_bench.csv", index=False)
         (args.out / "render_bench.md").write_text(table + "\n\n" + info + "\n")
+    if args.doc:
+        write_speed_doc(
+            args.doc, title="Rendering speed: `cpu` (Warp) vs torch tile rasterizers, one thread",
+            command=command_line([__file__, *(sys.argv[1:] if argv is None else argv)],
+                                 env_vars=("OMP_NUM_THREADS",)),
+            tables=[speed_table],
+            notes=["Scene: the procedural sample room (`sample_background`, SH degree 3) from 8 "
+                   "poses on a ring around the table (radius 0.9 m, height 0.45 m); pinhole = "
+                   "70 degrees horizontal FOV, fisheye = equidistant 200 degrees, direct.",
+                   "Contenders: `cpu` (Warp), `torch-dense` (every tile pixel x every Gaussian "
+                   "binned to the tile, the straightforward torch tile implementation) and "
+                   "`torch` (the pruned torch path the CPU trainer uses). Each round renders one "
+                   "frame of each torch path, then `cpu` frames for about as long; "
+                   f"{args.seconds:g} s per cell, at least {args.min_frames} rounds.",
+                   "Frames per contender and median wall times: `--out DIR` writes them to "
+                   "render_bench.csv."],
+            started=started)
     return 0
 
 

@@ -1,8 +1,8 @@
 """Simulator speed: physics steps/s, rendered policy queries/s, wall time of a 600-frame rollout.
 
-Run on one core (as in the README table):
+Run on one core (as for docs/speed/sim.md, which the simulator manual quotes):
 
-    MUJOCO_GL=egl taskset -c 0 .venv/bin/python benchmarks/bench_sim.py
+    MUJOCO_GL=egl PYOPENGL_PLATFORM=egl taskset -c 1 .venv/bin/python benchmarks/bench_sim.py
 
 Rows, side by side:
 - raw ``mj_step`` vs the environment's frame loop (mocap interpolation + grasp rule per step);
@@ -10,6 +10,9 @@ Rows, side by side:
   with the background drawn by the cubemap path vs the direct fisheye path, vs no rendering
   (obs_mode="state"), with the time split into physics / Gaussian render / MuJoCo render /
   composite. The ``hold`` policy is used so every rollout runs the full 600 frames.
+
+``--doc docs/speed/sim.md`` writes the tables with the command, date and machine
+(``benchmarks/speed_doc.py``); the simulator manual quotes that file.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -91,7 +95,11 @@ def main() -> None:
     parser.add_argument("--gaussians", type=int, default=50000, help="background size (count)")
     parser.add_argument("--steps", type=int, default=20000, help="physics steps for the rate rows")
     parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--doc", type=Path, help="write the generated speed doc (Markdown) here")
     args = parser.parse_args()
+    from speed_doc import Table, command_line, render_table, run_started, write_speed_doc
+
+    started = run_started()
 
     from bench.scene.sample import make_sample_scene
 
@@ -103,24 +111,40 @@ def main() -> None:
         rollout(scene, obs_mode="state", fisheye_mode="cubemap"),
         rollout(scene, obs_mode="rgb", fisheye_mode="cubemap", policy="expert"),
     ]
-    print(f"background: {scene.background.num} Gaussians; physics dt 2 ms, 10 Hz control\n")
-    print("| physics | steps/s |\n|---|---:|")
-    print(f"| raw mj_step | {rates['raw_mj_step_per_s']:,.0f} |")
-    print(
-        f"| env frame loop (mocap interp + grasp rule) | {rates['env_physics_steps_per_s']:,.0f} |"
-    )
-    print(
-        "\n| rollout (Cup, chunk 16, 128x128) | policy | frames | queries | wall s | "
-        "queries/s | physics s | GS render s | MuJoCo render s | composite s |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        label = "state (no render)" if r["obs_mode"] == "state" else f"rgb, {r['fisheye_mode']}"
-        print(
-            f"| {label} | {r['policy']} | {r['frames']} | {r['queries']} | {r['wall_s']:.2f} | "
-            f"{r['queries_per_s']:.1f} | {r['physics_s']:.2f} | {r['gaussians_s']:.2f} | "
-            f"{r['mujoco_s']:.2f} | {r['composite_s']:.3f} |"
-        )
+    setup = (f"Background: sample room, {scene.background.num:,} SH-3 Gaussians; physics dt "
+             "2 ms, 10 Hz control.")
+    physics = Table(
+        f"Physics rate ({args.steps:,} steps):", ["physics", "steps/s"],
+        [["raw `mj_step`", f"{rates['raw_mj_step_per_s']:,.0f}"],
+         ["env frame loop (mocap interpolation + grasp rule)",
+          f"{rates['env_physics_steps_per_s']:,.0f}"]], align=["l", "r"])
+    labels = {"cubemap": "rgb, background by cubemap (default)",
+              "direct": "rgb, background by direct fisheye"}
+    rollouts = Table(
+        "Cup rollout, chunks of 16, 128x128 wrist fisheye; wall time split into physics "
+        "(everything but rendering: physics, state snapshot, progress scoring, policy) and "
+        "the three render stages:",
+        ["rollout", "policy", "frames", "queries", "wall s", "queries/s", "physics s",
+         "GS render s", "MuJoCo render s", "composite s"],
+        [["state only (no rendering)" if r["obs_mode"] == "state" else labels[r["fisheye_mode"]],
+          f"`{r['policy']}`", r["frames"], r["queries"], f"{r['wall_s']:.2f}",
+          f"{r['queries_per_s']:.1f}", f"{r['physics_s']:.2f}",
+          "-" if r["obs_mode"] == "state" else f"{r['gaussians_s']:.2f}",
+          "-" if r["obs_mode"] == "state" else f"{r['mujoco_s']:.2f}",
+          "-" if r["obs_mode"] == "state" else f"{r['composite_s']:.3f}"] for r in rows],
+        align=["l", "l"] + ["r"] * 8)
+    print(f"{setup}\n\n{render_table(physics)}\n\n{render_table(rollouts)}")
+    if args.doc:
+        write_speed_doc(
+            args.doc, title="Simulator speed: physics rate and 600-frame rollouts",
+            command=command_line(env_vars=("MUJOCO_GL", "PYOPENGL_PLATFORM")),
+            tables=[physics, rollouts], started=started,
+            notes=[setup,
+                   "The `hold` policy never finishes the task, so its rollouts run all 600 "
+                   "frames (30,000 physics steps); the `expert` row is a successful episode, "
+                   "which ends early. Each rgb rollout starts after one untimed reset (GL "
+                   "context, Warp kernel load). The render columns come from the renderer's own "
+                   "timers; \"physics s\" is the wall time minus their sum."])
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"rates": rates, "rollouts": rows}, handle, indent=2)
