@@ -247,8 +247,37 @@ def _cpu_arrays(index: SpatialIndex, splats: GaussianSplats):
     return arrays
 
 
-def _ties_by_original_index(keys: np.ndarray, order: np.ndarray, original: np.ndarray) -> None:
-    """Reorder runs of equal depth keys by original index, in place (stable-sort ties)."""
+def ties_by_original_index(keys: np.ndarray, order: np.ndarray,  # [M] sorted, [M]
+                           original: np.ndarray) -> None:  # [rows] original index of each row
+    """Reorder runs of equal ``keys`` so ``original[order]`` ascends inside each, in place.
+
+    A frame of millions of float32 depths has ~10^5 ties, nearly all pairs: isolated
+    pairs are swapped where needed (vectorised), only longer runs are lexsorted.
+    Same result as :func:`ties_by_original_index_reference` (tested).
+    """
+    tie = keys[1:] == keys[:-1]  # tie[i]: elements i and i + 1 are equal
+    pairs = np.flatnonzero(tie)
+    if len(pairs) == 0:
+        return
+    left = np.r_[False, tie][pairs]  # element i also tied with i - 1
+    right = np.r_[tie, False][pairs + 1]  # element i + 1 also tied with i + 2
+    alone = pairs[~left & ~right]
+    a, b = order[alone], order[alone + 1]
+    swap = original[a] > original[b]
+    order[alone[swap]], order[alone[swap] + 1] = b[swap], a[swap]
+    longer = pairs[left | right]
+    if len(longer) == 0:
+        return
+    pos = np.union1d(longer, longer + 1)  # elements of runs of 3 or more, ascending
+    new_run = np.ones(len(pos), bool)
+    new_run[1:] = ~tie[pos[1:] - 1]
+    sub = order[pos]
+    order[pos] = sub[np.lexsort((original[sub], np.cumsum(new_run)))]
+
+
+def ties_by_original_index_reference(keys: np.ndarray, order: np.ndarray,
+                                     original: np.ndarray) -> None:
+    """Plain whole-array version of :func:`ties_by_original_index`."""
     tie = keys[1:] == keys[:-1]
     if not tie.any():
         return
@@ -306,10 +335,17 @@ def render_runs(
     import warp as wp
 
     from bench.render import warp_backend as wb
+    from bench.render import warp_culled as wc
     from bench.render.output import RenderOutput
 
     width, height = camera.width, camera.height
     img = wb.frame_buffers(arr, camera, tile_size)
+    num_tiles = img.tiles_x * img.tiles_y
+    tile_count = getattr(img, "tile_count", None)
+    if tile_count is None:
+        tile_count = wp.zeros(num_tiles, dtype=wp.int32, device=wb.DEVICE)
+        img.tile_count = tile_count
+    tile_count.zero_()
     view = camera.camera_from_world.astype(np.float32)
     shared = [
         degree, wp.mat33(view[:3, :3]), wp.vec3(view[:3, 3]),
@@ -318,53 +354,50 @@ def render_runs(
         wb._frustum_limits(camera), camera.max_theta, width, height, tile_size, img.tiles_x,
         img.tiles_y,
     ]
-    counts = []  # per run: (start, end, indices of the drawn rows); filled after projecting
     for start, end in runs.tolist():
         part = slice(start, end)
         wp.launch(
-            wb._project_kernel, dim=end - start, device=wb.DEVICE,
+            wc._project_tight_kernel, dim=end - start, device=wb.DEVICE,
             inputs=[arr.means[part], arr.cov_a[part], arr.cov_b[part], arr.opacity[part],
                     arr.sh[part], *shared, arr.xy[part], arr.conic[part], arr.ext[part],
-                    arr.depth[part], arr.color[part], arr.rect[part], arr.touched[part]],
+                    arr.depth[part], arr.color[part], arr.rect[part], arr.touched[part],
+                    tile_count],
         )
-        counts.append(int(np.count_nonzero(arr.touched_np[part])))
-    # Drawn rows in ascending order, written run by run (no scene-sized index arrays).
-    num = sum(counts)
+    # Drawn rows in ascending order, run by run; then a stable radix sort by depth and
+    # ties put in original-index order (as render_cpu, which sorts in index order).
+    drawn = [np.flatnonzero(arr.touched_np[start:end]) + start for start, end in runs.tolist()]
+    num = int(sum(len(d) for d in drawn))
     arr.sorted_buffers(num)
-    at, total = 0, 0
-    for (start, end), count in zip(runs.tolist(), counts, strict=True):
-        if count == 0:
-            continue
-        drawn = np.flatnonzero(arr.touched_np[start:end]) + start
-        arr.order_np[at:at + count] = drawn
-        arr.sort_keys_np[at:at + count] = arr.depth_np[drawn]
-        total += int(arr.touched_np[drawn].sum(dtype=np.int64))
-        at += count
-    wp.utils.radix_sort_pairs(arr.sort_keys, arr.order, num)
+    at = 0
+    for rows in drawn:
+        arr.order_np[at:at + len(rows)] = rows
+        at += len(rows)
+    order = arr.order
+    np.take(arr.depth_np, arr.order_np[:num], out=arr.sort_keys_np[:num])
+    wp.utils.radix_sort_pairs(arr.sort_keys, order, num)
     if original is not None:
-        _ties_by_original_index(arr.sort_keys_np[:num], arr.order_np[:num], original)
+        ties_by_original_index(arr.sort_keys_np[:num], arr.order_np[:num], original)
+    counts = tile_count.numpy()
+    starts = img.tile_start.numpy()
+    starts[0] = 0
+    np.cumsum(counts, out=starts[1:])
+    total = int(starts[-1])
     if total > arr.isect.shape[0]:
         arr.isect = wp.zeros(int(total * 1.5), dtype=wp.int32, device=wb.DEVICE)
-    num_tiles = img.tiles_x * img.tiles_y
+    img.cursor.numpy()[:] = starts[:-1]
     use_occluder = int(occluder_depth is not None)
     if use_occluder:
         img.occluder.assign(np.ascontiguousarray(occluder_depth, np.float32).reshape(-1))
-    wp.launch(
-        wb._bin_kernel, dim=1, device=wb.DEVICE,
-        inputs=[
-            arr.order, num, num_tiles, img.tiles_x, arr.rect, arr.xy, arr.conic, arr.ext,
-            arr.depth, arr.color, arr.opacity, img.tile_start, img.cursor, arr.isect,
-            arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth, arr.s_color, arr.s_opacity,
-        ],
-    )
+    wp.launch(wc._scatter_kernel, dim=1, device=wb.DEVICE,
+              inputs=[order, num, img.tiles_x, arr.rect, img.cursor, arr.isect])
     native = wb._NATIVE_RASTER and tile_size <= wb._TILE_BUFFER
-    kernel = wb._raster_tile_kernel if native else wb._raster_kernel
+    kernel = wc._raster_window_kernel if native else wb._raster_kernel
     scratch = [] if native else [img.acc, img.trans, img.row_left]
     wp.launch(
         kernel, dim=num_tiles, device=wb.DEVICE,
         inputs=[
-            img.tile_start, arr.isect, arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth,
-            arr.s_color, arr.s_opacity, width, height, tile_size, img.tiles_x,
+            img.tile_start, arr.isect, arr.xy, arr.conic, arr.ext, arr.depth,
+            arr.color, arr.opacity, width, height, tile_size, img.tiles_x,
             wp.vec3(*(float(b) for b in background)), img.valid, img.occluder, use_occluder,
             *scratch, img.rgb, img.depth, img.alpha,
         ],
