@@ -316,6 +316,18 @@ def render_cpu_culled(
                        original=index.order)
 
 
+MAX_RUN_LAUNCHES = 64  # more ranges than this are projected by one indexed launch
+
+
+def _concat_ranges(runs: np.ndarray) -> np.ndarray:  # [R, 2] -> [sum of lengths] int64
+    lengths = runs[:, 1] - runs[:, 0]
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    return np.arange(total, dtype=np.int64) + np.repeat(runs[:, 0] - np.cumsum(lengths)
+                                                        + lengths, lengths)
+
+
 def render_runs(
     arr,
     runs: np.ndarray,  # [R, 2] (start, end) rows of ``arr`` to project
@@ -354,18 +366,26 @@ def render_runs(
         wb._frustum_limits(camera), camera.max_theta, width, height, tile_size, img.tiles_x,
         img.tiles_y,
     ]
-    for start, end in runs.tolist():
-        part = slice(start, end)
+    outputs = [arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched]
+    if len(runs) > MAX_RUN_LAUNCHES:  # e.g. LOD: many short ranges -> one indexed launch
+        rows = _concat_ranges(runs).astype(np.int32)
         wp.launch(
-            wc._project_tight_kernel, dim=end - start, device=wb.DEVICE,
-            inputs=[arr.means[part], arr.cov_a[part], arr.cov_b[part], arr.opacity[part],
-                    arr.sh[part], *shared, arr.xy[part], arr.conic[part], arr.ext[part],
-                    arr.depth[part], arr.color[part], arr.rect[part], arr.touched[part],
-                    tile_count],
+            wc._project_rows_kernel, dim=len(rows), device=wb.DEVICE,
+            inputs=[wp.array(rows, dtype=wp.int32, device=wb.DEVICE), arr.means, arr.cov_a,
+                    arr.cov_b, arr.opacity, arr.sh, *shared, *outputs, tile_count],
         )
-    # Drawn rows in ascending order, run by run; then a stable radix sort by depth and
-    # ties put in original-index order (as render_cpu, which sorts in index order).
-    drawn = [np.flatnonzero(arr.touched_np[start:end]) + start for start, end in runs.tolist()]
+        drawn = [rows[arr.touched_np[rows] != 0]]
+    else:
+        for start, end in runs.tolist():
+            part = slice(start, end)
+            wp.launch(
+                wc._project_tight_kernel, dim=end - start, device=wb.DEVICE,
+                inputs=[arr.means[part], arr.cov_a[part], arr.cov_b[part], arr.opacity[part],
+                        arr.sh[part], *shared, *(o[part] for o in outputs), tile_count],
+            )
+        # Drawn rows in ascending order, run by run (no scene-sized index arrays).
+        drawn = [np.flatnonzero(arr.touched_np[start:end]) + start
+                 for start, end in runs.tolist()]
     num = int(sum(len(d) for d in drawn))
     arr.sorted_buffers(num)
     at = 0

@@ -58,8 +58,9 @@ def _fisheye_scale_theta(p: wp.vec3, dist: wp.vec4, r2: float, theta: float) -> 
     return wp.vec3(s, g, -dtheta / rho2)
 
 
-@wp.kernel
-def _project_tight_kernel(
+@wp.func
+def _project_one(
+    g: int,
     means: wp.array(dtype=wp.vec3),
     cov_a: wp.array(dtype=wp.vec3),
     cov_b: wp.array(dtype=wp.vec3),
@@ -88,8 +89,7 @@ def _project_tight_kernel(
     out_touched: wp.array(dtype=wp.int32),  # tiles listed (0 = not drawn)
     tile_count: wp.array(dtype=wp.int32),  # [num_tiles] += 1 per listed tile
 ):
-    """``warp_backend._project_kernel`` (same arithmetic) with tight tile lists."""
-    g = wp.tid()
+    """``warp_backend._project_kernel`` (same arithmetic) for Gaussian ``g``, tight tile lists."""
     out_touched[g] = 0
     p = rot * means[g] + trans
     fx = intr[0]
@@ -176,6 +176,81 @@ def _project_tight_kernel(
     out_depth[g] = depth
     out_ext[g] = wp.vec3(e0, e1, level)
     out_color[g] = wb._sh_color(sh, g, degree, wp.normalize(means[g] - centre))
+
+
+@wp.kernel
+def _project_tight_kernel(
+    means: wp.array(dtype=wp.vec3),
+    cov_a: wp.array(dtype=wp.vec3),
+    cov_b: wp.array(dtype=wp.vec3),
+    opacity: wp.array(dtype=float),
+    sh: wp.array2d(dtype=wp.vec3),
+    degree: int,
+    rot: wp.mat33,
+    trans: wp.vec3,
+    centre: wp.vec3,
+    model: int,
+    intr: wp.vec4,
+    dist: wp.vec4,
+    lim: wp.vec4,
+    max_theta: float,
+    width: int,
+    height: int,
+    tile_size: int,
+    tiles_x: int,
+    tiles_y: int,
+    out_xy: wp.array(dtype=wp.vec2),
+    out_conic: wp.array(dtype=wp.vec3),
+    out_ext: wp.array(dtype=wp.vec3),
+    out_depth: wp.array(dtype=float),
+    out_color: wp.array(dtype=wp.vec3),
+    out_rect: wp.array(dtype=wp.vec4i),  # tight tile rectangle (x0, x1, y0, y1)
+    out_touched: wp.array(dtype=wp.int32),  # tiles listed (0 = not drawn)
+    tile_count: wp.array(dtype=wp.int32),  # [num_tiles] += 1 per listed tile
+):
+    """Project rows ``0 .. dim`` (a run of the block-ordered arrays, sliced)."""
+    g = wp.tid()
+    _project_one(g, means, cov_a, cov_b, opacity, sh, degree, rot, trans, centre, model, intr,
+                 dist, lim, max_theta, width, height, tile_size, tiles_x, tiles_y, out_xy,
+                 out_conic, out_ext, out_depth, out_color, out_rect, out_touched, tile_count)
+
+
+@wp.kernel
+def _project_rows_kernel(
+    rows: wp.array(dtype=wp.int32),
+    means: wp.array(dtype=wp.vec3),
+    cov_a: wp.array(dtype=wp.vec3),
+    cov_b: wp.array(dtype=wp.vec3),
+    opacity: wp.array(dtype=float),
+    sh: wp.array2d(dtype=wp.vec3),
+    degree: int,
+    rot: wp.mat33,
+    trans: wp.vec3,
+    centre: wp.vec3,
+    model: int,
+    intr: wp.vec4,
+    dist: wp.vec4,
+    lim: wp.vec4,
+    max_theta: float,
+    width: int,
+    height: int,
+    tile_size: int,
+    tiles_x: int,
+    tiles_y: int,
+    out_xy: wp.array(dtype=wp.vec2),
+    out_conic: wp.array(dtype=wp.vec3),
+    out_ext: wp.array(dtype=wp.vec3),
+    out_depth: wp.array(dtype=float),
+    out_color: wp.array(dtype=wp.vec3),
+    out_rect: wp.array(dtype=wp.vec4i),  # tight tile rectangle (x0, x1, y0, y1)
+    out_touched: wp.array(dtype=wp.int32),  # tiles listed (0 = not drawn)
+    tile_count: wp.array(dtype=wp.int32),  # [num_tiles] += 1 per listed tile
+):
+    """Project the rows listed in ``rows`` (one launch for many short ranges)."""
+    g = rows[wp.tid()]
+    _project_one(g, means, cov_a, cov_b, opacity, sh, degree, rot, trans, centre, model, intr,
+                 dist, lim, max_theta, width, height, tile_size, tiles_x, tiles_y, out_xy,
+                 out_conic, out_ext, out_depth, out_color, out_rect, out_touched, tile_count)
 
 
 @wp.kernel

@@ -178,3 +178,24 @@ def test_tie_order_matches_reference(levels):
         C.ties_by_original_index_reference(keys, plain, original)
         np.testing.assert_array_equal(fast, plain)
         assert (np.diff(keys) >= 0).all()
+
+
+def test_indexed_projection_equals_run_launches(monkeypatch):
+    # Many short ranges (LOD frames) are projected by one indexed launch instead of one
+    # launch per range: same image, bit for bit, for the exact path and for LOD.
+    from bench.render.lod import LodConfig, render_cpu_lod
+    from bench.scene.cameras import orbit
+    from bench.scene.sample import sample_background
+
+    room = sample_background(seed=3, n_gaussians=20000)
+    ring = orbit((0.0, 0.0, 0.0), radius=0.9, height=0.45, num_views=2)
+    cams = [Camera.pinhole_from_fov(64, 48, fov_x_deg=70.0, world_from_camera=ring[0]),
+            Camera.equidistant_fisheye(64, 64, fov_deg=200.0, world_from_camera=ring[1])]
+    lod = LodConfig(pixel_size=2.0)
+    runs_exact = [C.render_cpu_culled(room, cam) for cam in cams]
+    runs_lod = [render_cpu_lod(room, cam, config=lod) for cam in cams]
+    monkeypatch.setattr(C, "MAX_RUN_LAUNCHES", 0)
+    for cam, exact, coarse in zip(cams, runs_exact, runs_lod, strict=True):
+        assert_same(C.render_cpu_culled(room, cam), exact)
+        assert_same(exact, wb.render_cpu(room, cam))
+        assert_same(render_cpu_lod(room, cam, config=lod), coarse)
