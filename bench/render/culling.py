@@ -16,10 +16,12 @@ Per frame, :func:`visible_blocks` tests super-blocks, then the blocks inside the
 kept super-blocks, against a conservative frustum (vectorised numpy): a block is
 dropped only when no Gaussian in it can pass the backend's own per-Gaussian cull
 (near plane, footprint square outside the image, fisheye angle). The kept blocks
-are projected by the unchanged Warp kernels of :mod:`bench.render.warp_backend`
-(one launch per contiguous run of blocks), so every surviving Gaussian goes
-through exactly today's arithmetic and the image is the same to the bit: ties in
-depth keep their original index order, as in :func:`~bench.render.warp_backend.render_cpu`.
+are projected, binned and blended by the kernels of :mod:`bench.render.warp_culled`
+(one launch per contiguous run of blocks), which keep the float operations of
+:mod:`bench.render.warp_backend` and only skip work the rasterizer would have passed
+over (tight tile lists), so every drawn Gaussian goes through exactly today's
+arithmetic and the image is the same to the bit: ties in depth keep their original
+index order, as in :func:`~bench.render.warp_backend.render_cpu`.
 
 The conservative pinhole bound: with ``J`` the (clamped) projection Jacobian,
 ``||J||_2 <= (f / z) sqrt(1 + Lx^2 + Ly^2)`` (``L`` the clamp limits), so a
@@ -316,6 +318,25 @@ def render_cpu_culled(
                        original=index.order)
 
 
+def _sort_buffers(arr, num: int):
+    """(depth keys, row ids) radix-sort buffers of ``arr`` for ``num`` rows (2x room).
+
+    Only these two: the culled path reads the projected arrays by id, so the
+    depth-packed ``s_*`` buffers of ``warp_backend`` are never allocated for it.
+    """
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+
+    buffers = getattr(arr, "_depth_sort", None)
+    if buffers is None or buffers[0].shape[0] < 2 * num:
+        cap = max(num, min(arr.num, max(1024, num + num // 8)))
+        buffers = (wp.zeros(2 * cap, dtype=float, device=wb.DEVICE),
+                   wp.zeros(2 * cap, dtype=wp.int32, device=wb.DEVICE))
+        arr._depth_sort = buffers
+    return buffers
+
+
 MAX_RUN_LAUNCHES = 64  # more ranges than this are projected by one indexed launch
 
 
@@ -342,7 +363,8 @@ def render_runs(
     """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
 
     The host side of ``warp_backend.render_cpu`` with the projection restricted to
-    ranges; the kernels are the backend's own.
+    ranges, with the tight-tile-list kernels of :mod:`bench.render.warp_culled` (same
+    float operations; same image bit for bit).
     """
     import warp as wp
 
@@ -387,16 +409,16 @@ def render_runs(
         drawn = [np.flatnonzero(arr.touched_np[start:end]) + start
                  for start, end in runs.tolist()]
     num = int(sum(len(d) for d in drawn))
-    arr.sorted_buffers(num)
+    keys, order = _sort_buffers(arr, num)
+    keys_np, order_np = keys.numpy(), order.numpy()  # zero-copy (CPU)
     at = 0
     for rows in drawn:
-        arr.order_np[at:at + len(rows)] = rows
+        order_np[at:at + len(rows)] = rows
         at += len(rows)
-    order = arr.order
-    np.take(arr.depth_np, arr.order_np[:num], out=arr.sort_keys_np[:num])
-    wp.utils.radix_sort_pairs(arr.sort_keys, order, num)
+    np.take(arr.depth_np, order_np[:num], out=keys_np[:num])
+    wp.utils.radix_sort_pairs(keys, order, num)
     if original is not None:
-        ties_by_original_index(arr.sort_keys_np[:num], arr.order_np[:num], original)
+        ties_by_original_index(keys_np[:num], order_np[:num], original)
     counts = tile_count.numpy()
     starts = img.tile_start.numpy()
     starts[0] = 0
