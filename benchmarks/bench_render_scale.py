@@ -6,8 +6,9 @@ shared machine:
 
 - ``today``: ``render(..., backend="cpu", culling=False)`` (every Gaussian projected);
 - ``exact``: ``render(..., backend="cpu")`` (the default: hierarchical block culling
-  with the cached spatial index, :mod:`bench.render.culling`); its images are compared
-  with ``today``'s (max abs difference, expected 0);
+  with the cached spatial index, :mod:`bench.render.culling`, and the tight-tile-list
+  kernels of :mod:`bench.render.warp_culled`); its images are compared with ``today``'s
+  (max abs difference, expected 0);
 - ``lod-PX``: ``render(..., lod=LodConfig(pixel_size=PX))`` (opt-in, approximate),
   with its PSNR against the exact image of the same pose.
 

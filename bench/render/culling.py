@@ -16,10 +16,12 @@ Per frame, :func:`visible_blocks` tests super-blocks, then the blocks inside the
 kept super-blocks, against a conservative frustum (vectorised numpy): a block is
 dropped only when no Gaussian in it can pass the backend's own per-Gaussian cull
 (near plane, footprint square outside the image, fisheye angle). The kept blocks
-are projected by the unchanged Warp kernels of :mod:`bench.render.warp_backend`
-(one launch per contiguous run of blocks), so every surviving Gaussian goes
-through exactly today's arithmetic and the image is the same to the bit: ties in
-depth keep their original index order, as in :func:`~bench.render.warp_backend.render_cpu`.
+are projected, binned and blended by the kernels of :mod:`bench.render.warp_culled`
+(one launch per contiguous run of blocks), which keep the float operations of
+:mod:`bench.render.warp_backend` and only skip work the rasterizer would have passed
+over (tight tile lists), so every drawn Gaussian goes through exactly today's
+arithmetic and the image is the same to the bit: ties in depth keep their original
+index order, as in :func:`~bench.render.warp_backend.render_cpu`.
 
 The conservative pinhole bound: with ``J`` the (clamped) projection Jacobian,
 ``||J||_2 <= (f / z) sqrt(1 + Lx^2 + Ly^2)`` (``L`` the clamp limits), so a
@@ -247,8 +249,37 @@ def _cpu_arrays(index: SpatialIndex, splats: GaussianSplats):
     return arrays
 
 
-def _ties_by_original_index(keys: np.ndarray, order: np.ndarray, original: np.ndarray) -> None:
-    """Reorder runs of equal depth keys by original index, in place (stable-sort ties)."""
+def ties_by_original_index(keys: np.ndarray, order: np.ndarray,  # [M] sorted, [M]
+                           original: np.ndarray) -> None:  # [rows] original index of each row
+    """Reorder runs of equal ``keys`` so ``original[order]`` ascends inside each, in place.
+
+    A frame of millions of float32 depths has ~10^5 ties, nearly all pairs: isolated
+    pairs are swapped where needed (vectorised), only longer runs are lexsorted.
+    Same result as :func:`ties_by_original_index_reference` (tested).
+    """
+    tie = keys[1:] == keys[:-1]  # tie[i]: elements i and i + 1 are equal
+    pairs = np.flatnonzero(tie)
+    if len(pairs) == 0:
+        return
+    left = np.r_[False, tie][pairs]  # element i also tied with i - 1
+    right = np.r_[tie, False][pairs + 1]  # element i + 1 also tied with i + 2
+    alone = pairs[~left & ~right]
+    a, b = order[alone], order[alone + 1]
+    swap = original[a] > original[b]
+    order[alone[swap]], order[alone[swap] + 1] = b[swap], a[swap]
+    longer = pairs[left | right]
+    if len(longer) == 0:
+        return
+    pos = np.union1d(longer, longer + 1)  # elements of runs of 3 or more, ascending
+    new_run = np.ones(len(pos), bool)
+    new_run[1:] = ~tie[pos[1:] - 1]
+    sub = order[pos]
+    order[pos] = sub[np.lexsort((original[sub], np.cumsum(new_run)))]
+
+
+def ties_by_original_index_reference(keys: np.ndarray, order: np.ndarray,
+                                     original: np.ndarray) -> None:
+    """Plain whole-array version of :func:`ties_by_original_index`."""
     tie = keys[1:] == keys[:-1]
     if not tie.any():
         return
@@ -287,6 +318,37 @@ def render_cpu_culled(
                        original=index.order)
 
 
+def _sort_buffers(arr, num: int):
+    """(depth keys, row ids) radix-sort buffers of ``arr`` for ``num`` rows (2x room).
+
+    Only these two: the culled path reads the projected arrays by id, so the
+    depth-packed ``s_*`` buffers of ``warp_backend`` are never allocated for it.
+    """
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+
+    buffers = getattr(arr, "_depth_sort", None)
+    if buffers is None or buffers[0].shape[0] < 2 * num:
+        cap = max(num, min(arr.num, max(1024, num + num // 8)))
+        buffers = (wp.zeros(2 * cap, dtype=float, device=wb.DEVICE),
+                   wp.zeros(2 * cap, dtype=wp.int32, device=wb.DEVICE))
+        arr._depth_sort = buffers
+    return buffers
+
+
+MAX_RUN_LAUNCHES = 64  # more ranges than this are projected by one indexed launch
+
+
+def _concat_ranges(runs: np.ndarray) -> np.ndarray:  # [R, 2] -> [sum of lengths] int64
+    lengths = runs[:, 1] - runs[:, 0]
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    return np.arange(total, dtype=np.int64) + np.repeat(runs[:, 0] - np.cumsum(lengths)
+                                                        + lengths, lengths)
+
+
 def render_runs(
     arr,
     runs: np.ndarray,  # [R, 2] (start, end) rows of ``arr`` to project
@@ -301,15 +363,23 @@ def render_runs(
     """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
 
     The host side of ``warp_backend.render_cpu`` with the projection restricted to
-    ranges; the kernels are the backend's own.
+    ranges, with the tight-tile-list kernels of :mod:`bench.render.warp_culled` (same
+    float operations; same image bit for bit).
     """
     import warp as wp
 
     from bench.render import warp_backend as wb
+    from bench.render import warp_culled as wc
     from bench.render.output import RenderOutput
 
     width, height = camera.width, camera.height
     img = wb.frame_buffers(arr, camera, tile_size)
+    num_tiles = img.tiles_x * img.tiles_y
+    tile_count = getattr(img, "tile_count", None)
+    if tile_count is None:
+        tile_count = wp.zeros(num_tiles, dtype=wp.int32, device=wb.DEVICE)
+        img.tile_count = tile_count
+    tile_count.zero_()
     view = camera.camera_from_world.astype(np.float32)
     shared = [
         degree, wp.mat33(view[:3, :3]), wp.vec3(view[:3, 3]),
@@ -318,53 +388,58 @@ def render_runs(
         wb._frustum_limits(camera), camera.max_theta, width, height, tile_size, img.tiles_x,
         img.tiles_y,
     ]
-    counts = []  # per run: (start, end, indices of the drawn rows); filled after projecting
-    for start, end in runs.tolist():
-        part = slice(start, end)
+    outputs = [arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched]
+    if len(runs) > MAX_RUN_LAUNCHES:  # e.g. LOD: many short ranges -> one indexed launch
+        rows = _concat_ranges(runs).astype(np.int32)
         wp.launch(
-            wb._project_kernel, dim=end - start, device=wb.DEVICE,
-            inputs=[arr.means[part], arr.cov_a[part], arr.cov_b[part], arr.opacity[part],
-                    arr.sh[part], *shared, arr.xy[part], arr.conic[part], arr.ext[part],
-                    arr.depth[part], arr.color[part], arr.rect[part], arr.touched[part]],
+            wc._project_rows_kernel, dim=len(rows), device=wb.DEVICE,
+            inputs=[wp.array(rows, dtype=wp.int32, device=wb.DEVICE), arr.means, arr.cov_a,
+                    arr.cov_b, arr.opacity, arr.sh, *shared, *outputs, tile_count],
         )
-        counts.append(int(np.count_nonzero(arr.touched_np[part])))
-    # Drawn rows in ascending order, written run by run (no scene-sized index arrays).
-    num = sum(counts)
-    arr.sorted_buffers(num)
-    at, total = 0, 0
-    for (start, end), count in zip(runs.tolist(), counts, strict=True):
-        if count == 0:
-            continue
-        drawn = np.flatnonzero(arr.touched_np[start:end]) + start
-        arr.order_np[at:at + count] = drawn
-        arr.sort_keys_np[at:at + count] = arr.depth_np[drawn]
-        total += int(arr.touched_np[drawn].sum(dtype=np.int64))
-        at += count
-    wp.utils.radix_sort_pairs(arr.sort_keys, arr.order, num)
+        drawn = [rows[arr.touched_np[rows] != 0]]
+    else:
+        for start, end in runs.tolist():
+            part = slice(start, end)
+            wp.launch(
+                wc._project_tight_kernel, dim=end - start, device=wb.DEVICE,
+                inputs=[arr.means[part], arr.cov_a[part], arr.cov_b[part], arr.opacity[part],
+                        arr.sh[part], *shared, *(o[part] for o in outputs), tile_count],
+            )
+        # Drawn rows in ascending order, run by run (no scene-sized index arrays).
+        drawn = [np.flatnonzero(arr.touched_np[start:end]) + start
+                 for start, end in runs.tolist()]
+    num = int(sum(len(d) for d in drawn))
+    keys, order = _sort_buffers(arr, num)
+    keys_np, order_np = keys.numpy(), order.numpy()  # zero-copy (CPU)
+    at = 0
+    for rows in drawn:
+        order_np[at:at + len(rows)] = rows
+        at += len(rows)
+    np.take(arr.depth_np, order_np[:num], out=keys_np[:num])
+    wp.utils.radix_sort_pairs(keys, order, num)
     if original is not None:
-        _ties_by_original_index(arr.sort_keys_np[:num], arr.order_np[:num], original)
+        ties_by_original_index(keys_np[:num], order_np[:num], original)
+    counts = tile_count.numpy()
+    starts = img.tile_start.numpy()
+    starts[0] = 0
+    np.cumsum(counts, out=starts[1:])
+    total = int(starts[-1])
     if total > arr.isect.shape[0]:
         arr.isect = wp.zeros(int(total * 1.5), dtype=wp.int32, device=wb.DEVICE)
-    num_tiles = img.tiles_x * img.tiles_y
+    img.cursor.numpy()[:] = starts[:-1]
     use_occluder = int(occluder_depth is not None)
     if use_occluder:
         img.occluder.assign(np.ascontiguousarray(occluder_depth, np.float32).reshape(-1))
-    wp.launch(
-        wb._bin_kernel, dim=1, device=wb.DEVICE,
-        inputs=[
-            arr.order, num, num_tiles, img.tiles_x, arr.rect, arr.xy, arr.conic, arr.ext,
-            arr.depth, arr.color, arr.opacity, img.tile_start, img.cursor, arr.isect,
-            arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth, arr.s_color, arr.s_opacity,
-        ],
-    )
+    wp.launch(wc._scatter_kernel, dim=1, device=wb.DEVICE,
+              inputs=[order, num, img.tiles_x, arr.rect, img.cursor, arr.isect])
     native = wb._NATIVE_RASTER and tile_size <= wb._TILE_BUFFER
-    kernel = wb._raster_tile_kernel if native else wb._raster_kernel
+    kernel = wc._raster_window_kernel if native else wb._raster_kernel
     scratch = [] if native else [img.acc, img.trans, img.row_left]
     wp.launch(
         kernel, dim=num_tiles, device=wb.DEVICE,
         inputs=[
-            img.tile_start, arr.isect, arr.s_xy, arr.s_conic, arr.s_ext, arr.s_depth,
-            arr.s_color, arr.s_opacity, width, height, tile_size, img.tiles_x,
+            img.tile_start, arr.isect, arr.xy, arr.conic, arr.ext, arr.depth,
+            arr.color, arr.opacity, width, height, tile_size, img.tiles_x,
             wp.vec3(*(float(b) for b in background)), img.valid, img.occluder, use_occluder,
             *scratch, img.rgb, img.depth, img.alpha,
         ],

@@ -19,8 +19,9 @@ Coarser levels are merged from the finer level with the same weights, which give
 the same moments as merging the originals. Per frame every visible block takes the
 coarsest level whose sub-cell, seen from the camera (block side / g x focal length
 / distance to the block), is at most ``pixel_size`` pixels; blocks nearer than that
-render their original Gaussians. The chosen Gaussians are gathered into one buffer
-and rendered by the ``cpu`` backend's kernels.
+render their original Gaussians. The block-ordered originals and the merged pool sit
+in one set of device arrays (uploaded once per scene), so a frame is a list of row
+ranges of it, rendered by the exact path's driver (:func:`bench.render.culling.render_runs`).
 """
 
 from __future__ import annotations
@@ -202,35 +203,34 @@ def choose_levels(index: culling.SpatialIndex, hierarchy: LodHierarchy, camera: 
     return level
 
 
+_FIELDS = ("means", "cov_a", "cov_b", "opacity", "sh")  # the per-Gaussian device inputs
+
+
 class _Buffers:
-    """Device arrays of the merged pool and a growing scratch buffer for one frame's rows."""
+    """Device arrays of the block-ordered originals followed by the merged pool.
 
-    def __init__(self, hierarchy: LodHierarchy) -> None:
+    Built once per scene: a frame's Gaussians are then runs of these rows (near blocks'
+    originals, far blocks' merged level) and nothing is gathered per frame.
+    """
+
+    def __init__(self, splats: GaussianSplats, index: culling.SpatialIndex,
+                 hierarchy: LodHierarchy) -> None:
         from bench.render import warp_backend as wb
 
-        self.pool = wb._SplatArrays(hierarchy.merged)
-        self.scratch = None
-        self.template = hierarchy.merged
-
-    def scratch_for(self, rows: int):
-        from bench.render import warp_backend as wb
-
-        if self.scratch is None or self.scratch.num < rows:
-            cap = max(int(rows * 1.25), 1024)
-            self.scratch = wb._SplatArrays(self.template.subset(np.zeros(cap, np.int64)))
-        return self.scratch
-
-
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:  # concatenated aranges
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
-    return np.arange(total, dtype=np.int64) + offsets
-
-
-_FIELDS = ("means", "cov_a", "cov_b", "opacity", "sh")
+        if splats.count_nonfinite():
+            raise ValueError(
+                f"splats contain {splats.count_nonfinite()} Gaussians with NaN/Inf values; "
+                "drop them first (e.g. read_ply(..., drop_nonfinite=True))"
+            )
+        merged = hierarchy.merged
+        self.pool_offset = m = len(index.order)
+        # Originals uploaded in block order without a subset copy (the pool rows get row
+        # 0 for now), then the pool rows overwritten with the merged Gaussians.
+        self.arrays = wb._SplatArrays(splats, np.r_[index.order, np.zeros(merged.num, np.int64)])
+        views = {name: getattr(self.arrays, name).numpy()[m:] for name in _FIELDS}
+        wb.fill_device_inputs(merged, views)
+        # Depth ties: originals by their index (as the exact path), merged ones after them.
+        self.original = np.r_[index.order, splats.num + np.arange(merged.num)]
 
 
 def render_cpu_lod(
@@ -253,26 +253,17 @@ def render_cpu_lod(
     hierarchy = lod_hierarchy(splats)
     buffers = getattr(hierarchy, "_buffers", None)
     if buffers is None:
-        buffers = _Buffers(hierarchy)
+        buffers = _Buffers(splats, index, hierarchy)
         object.__setattr__(hierarchy, "_buffers", buffers)
-    exact = culling._cpu_arrays(index, splats)
     blocks = culling.visible_blocks(index, camera)
     level = choose_levels(index, hierarchy, camera, blocks, config)
     near = blocks[level < 0]
-    exact_rows = _ranges(index.block_start[near], index.block_start[near + 1])
     far, lv = blocks[level >= 0], level[level >= 0]
-    starts = hierarchy.level_block_start[lv, far]
-    ends = hierarchy.level_block_start[lv, far + 1]
-    pool_rows = _ranges(starts, ends)
-    m_exact, total = len(exact_rows), len(exact_rows) + len(pool_rows)
-    scratch = buffers.scratch_for(total)
-    for name in _FIELDS:
-        dst = getattr(scratch, name).numpy()
-        dst[:m_exact] = getattr(exact, name).numpy()[exact_rows]
-        dst[m_exact:total] = getattr(buffers.pool, name).numpy()[pool_rows]
-    runs = np.array([[0, total]], np.int64) if total else np.zeros((0, 2), np.int64)
-    # Depth ties: originals by their index (as the exact path), merged ones after them.
-    original = np.r_[index.order[exact_rows], splats.num + np.arange(len(pool_rows))]
-    return culling.render_runs(scratch, runs, camera, degree=degree, background=background,
-                               occluder_depth=occluder_depth, tile_size=tile_size,
-                               original=original)
+    pool = buffers.pool_offset
+    starts = np.r_[index.block_start[near], pool + hierarchy.level_block_start[lv, far]]
+    ends = np.r_[index.block_start[near + 1], pool + hierarchy.level_block_start[lv, far + 1]]
+    keep = ends > starts
+    runs = np.stack([starts[keep], ends[keep]], axis=1).astype(np.int64)
+    return culling.render_runs(buffers.arrays, runs, camera, degree=degree,
+                               background=background, occluder_depth=occluder_depth,
+                               tile_size=tile_size, original=buffers.original)
