@@ -237,19 +237,22 @@ _VECTOR_TYPES = """
     // min(a, b) / max(a, b) as wp::min / wp::max for non-NaN operands
     auto vmin = [&](const v8f a, const v8f b) -> v8f { return sel(a <= b, a, b); };
     auto vmax = [&](const v8f a, const v8f b) -> v8f { return sel(a >= b, a, b); };
-    auto vexp_neg = [&](const v8f power) -> v8f {  // LANE_EXP_NEG_POWER, lane-parallel
+    auto fma = [](const v8f a, const v8f b, const v8f c) -> v8f {  // a * b + c, one rounding
+        return __builtin_elementwise_fma(a, b, c);
+    };
+    auto vexp_neg = [&](const v8f power) -> v8f {  // Cephes expf of -power, lane-parallel
         const v8f x = vmin(vmax(-power, (v8f)(-87.0f)), (v8f)(0.0f));
-        const v8f fn = __builtin_elementwise_floor(x * 1.44269504088896341f + 0.5f);
-        v8f rr = x - fn * 0.693359375f;
-        rr = rr - fn * -2.12194440e-4f;
+        const v8f fn = __builtin_elementwise_floor(fma(x, (v8f)(1.44269504088896341f), (v8f)(0.5f)));
+        v8f rr = fma(fn, (v8f)(-0.693359375f), x);
+        rr = fma(fn, (v8f)(2.12194440e-4f), rr);
         v8f pe = (v8f)(1.9875691500e-4f);
-        pe = pe * rr + 1.3981999507e-3f;
-        pe = pe * rr + 8.3334519073e-3f;
-        pe = pe * rr + 4.1665795894e-2f;
-        pe = pe * rr + 1.6666665459e-1f;
-        pe = pe * rr + 5.0000001201e-1f;
+        pe = fma(pe, rr, (v8f)(1.3981999507e-3f));
+        pe = fma(pe, rr, (v8f)(8.3334519073e-3f));
+        pe = fma(pe, rr, (v8f)(4.1665795894e-2f));
+        pe = fma(pe, rr, (v8f)(1.6666665459e-1f));
+        pe = fma(pe, rr, (v8f)(5.0000001201e-1f));
         const v8i bits = (__builtin_convertvector(fn, v8i) + 127) << 23;
-        return (pe * (rr * rr) + rr + 1.0f) * (v8f)bits;
+        return (fma(pe, rr * rr, rr) + 1.0f) * (v8f)bits;
     };
     const v8i IOTA = {0, 1, 2, 3, 4, 5, 6, 7};
 """
@@ -288,7 +291,7 @@ _GAUSSIAN_RECT = """
 # dx and the Gaussian's power at a chunk (dy, q2dydy = q2 * dy * dy: the row's constants)
 _CHUNK_ALPHA = """
                 const v8f dx = m0 - ld(PXC + l0);
-                const v8f power = 0.5f * (q0 * dx * dx + q2dydy) + q1 * dx * dy;
+                const v8f power = fma(q1 * dx, (v8f)(dy), 0.5f * fma(q0 * dx, dx, (v8f)(q2dydy)));
                 const v8f ex = vexp_neg(power);
                 const v8f raw = o * ex;
                 const v8f alpha = vmin((v8f)(0.99f), raw);
@@ -342,10 +345,10 @@ _FORWARD_SNIPPET = _TILE_SETUP + """
                 const v8i stop = (hit & (t_next < 1.0e-4f)) | hidden;
                 const v8i ok = hit & ~stop;
                 const v8f w = sel(ok, alpha * t, (v8f)(0.0f));
-                st(A0 + j, ld(A0 + j) + cr * w);
-                st(A1 + j, ld(A1 + j) + cg * w);
-                st(A2 + j, ld(A2 + j) + cb * w);
-                st(A3 + j, ld(A3 + j) + cz * w);
+                st(A0 + j, fma((v8f)(cr), w, ld(A0 + j)));
+                st(A1 + j, fma((v8f)(cg), w, ld(A1 + j)));
+                st(A2 + j, fma((v8f)(cb), w, ld(A2 + j)));
+                st(A3 + j, fma((v8f)(cz), w, ld(A3 + j)));
                 sti(LAST + j, seli(ok, vn, ldi(LAST + j)));
                 st(T + j, sel(ok, t_next, sel(stop, -t, t)));
                 stops -= stop;  // stop lanes are -1
@@ -425,39 +428,39 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
                 const v8i hit = open & (power >= 0.0f) & (alpha >= alpha_min);
                 const v8f g0 = ld(G0 + j), g1 = ld(G1 + j), g2 = ld(G2 + j), g3 = ld(G3 + j);
                 const v8f w = sel(hit, alpha * t, (v8f)(0.0f));
-                const v8f gdot = cr * g0 + cg * g1 + cb * g2 + cz * g3;
+                const v8f gdot = fma((v8f)(cz), g3, fma((v8f)(cb), g2, fma((v8f)(cg), g1, cr * g0)));
                 const v8f sw_old = ld(SW + j);
-                const v8f sw = sw_old + w * gdot;
+                const v8f sw = fma(w, gdot, sw_old);
                 const v8f one_minus = 1.0f - alpha;
-                const v8f dalpha = t * gdot - (ld(B + j) - sw) / one_minus;
+                const v8f dalpha = fma(t, gdot, -((ld(B + j) - sw) / one_minus));
                 const v8i live = hit & (raw <= 0.99f);  // the clamp passes no gradient
                 const v8f dpow = sel(live, -dalpha * raw, (v8f)(0.0f));
                 float* a = &acc[0][l0];
-                st(a + 0 * TS, ld(a + 0 * TS) + dpow * (q0 * dx + q1dy));
-                st(a + 1 * TS, ld(a + 1 * TS) + dpow * (q2dy + q1 * dx));
-                st(a + 2 * TS, ld(a + 2 * TS) + dpow * (0.5f * dx * dx));
-                st(a + 3 * TS, ld(a + 3 * TS) + dpow * (dx * dy));
-                st(a + 4 * TS, ld(a + 4 * TS) + dpow * hdydy);
+                st(a + 0 * TS, fma(dpow, fma((v8f)(q0), dx, (v8f)(q1dy)), ld(a + 0 * TS)));
+                st(a + 1 * TS, fma(dpow, fma((v8f)(q1), dx, (v8f)(q2dy)), ld(a + 1 * TS)));
+                st(a + 2 * TS, fma(dpow, 0.5f * dx * dx, ld(a + 2 * TS)));
+                st(a + 3 * TS, fma(dpow, dx * dy, ld(a + 3 * TS)));
+                st(a + 4 * TS, fma(dpow, (v8f)(hdydy), ld(a + 4 * TS)));
                 st(a + 5 * TS, ld(a + 5 * TS) + sel(live, dalpha * ex, (v8f)(0.0f)));
-                st(a + 6 * TS, ld(a + 6 * TS) + w * g0);
-                st(a + 7 * TS, ld(a + 7 * TS) + w * g1);
-                st(a + 8 * TS, ld(a + 8 * TS) + w * g2);
-                st(a + 9 * TS, ld(a + 9 * TS) + w * g3);
+                st(a + 6 * TS, fma(w, g0, ld(a + 6 * TS)));
+                st(a + 7 * TS, fma(w, g1, ld(a + 7 * TS)));
+                st(a + 8 * TS, fma(w, g2, ld(a + 8 * TS)));
+                st(a + 9 * TS, fma(w, g3, ld(a + 9 * TS)));
                 st(SW + j, sel(hit, sw, sw_old));
                 st(T + j, sel(hit, t * one_minus, t));
             }
         }
-        // Lane sums in lane order, the ten channels interleaved (independent add chains);
-        // lanes outside [rx0, rx1) only ever add 0 and stay 0.
-        float s[10];
-        for (int c = 0; c < 10; ++c) s[c] = 0.0f;
-        for (int l = rx0; l < rx1; ++l) {
-            for (int c = 0; c < 10; ++c) {
-                s[c] += acc[c][l];
-                acc[c][l] = 0.0f;
+        // Lane sums: the chunks added in order, then a fixed pairwise tree over the 8
+        // lanes; lanes outside [rx0, rx1) only ever add 0. The chunks are zeroed again.
+        for (int c = 0; c < 10; ++c) {
+            float* a = &acc[c][0];
+            v8f v = (v8f)(0.0f);
+            for (int l0 = rx0 & ~7; l0 < rx1; l0 += 8) {
+                v += ld(a + l0);
+                st(a + l0, (v8f)(0.0f));
             }
+            slot[c] = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
         }
-        for (int c = 0; c < 10; ++c) slot[c] = s[c];
     }
 """
 
