@@ -1056,7 +1056,11 @@ def rasterize(
         means2d.retain_grad()
     opac = torch.sigmoid(opacity_logits)
     # Colours of all Gaussians (most are visible in training views; no gathers to undo).
-    colors = gaussian_colors(means, sh_dc, sh_rest[:, : (degree + 1) ** 2 - 1], camera, degree)
+    if degree == 0:  # gaussian_colors' values without its (unused) view directions
+        colors = torch.clamp_min(K.SH_C0 * sh_dc + K.SH_OFFSET, 0.0)
+    else:
+        colors = gaussian_colors(means, sh_dc, sh_rest[:, : (degree + 1) ** 2 - 1], camera,
+                                 degree)
     tiles = Tiles(proj.depths, proj.visible, means2d.detach(), proj.conics.detach(),
                   opac.detach(), proj.radii, (width, height), tile_size)
     occ = None
