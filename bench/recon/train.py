@@ -3,8 +3,10 @@
 What a user of gsplat's ``simple_trainer`` gets here:
 
 - **Loss** ``(1 - ssim_lambda) * L1 + ssim_lambda * (1 - SSIM)`` with ``ssim_lambda = 0.2``
-  (3DGS); SSIM with an 11 x 11 Gaussian window (sigma 1.5) and zero padding, as 3DGS.
-- **Adam** (``eps = 1e-15``), one optimizer per parameter, gsplat's learning rates:
+  (3DGS); SSIM with an 11 x 11 Gaussian window (sigma 1.5) and zero padding, as 3DGS
+  (filtered as two 11-tap passes: the window is separable).
+- **Adam** (``eps = 1e-15``; torch's fused kernel on CPU), one optimizer per parameter,
+  gsplat's learning rates:
   means ``1.6e-4 * scene_scale`` decaying exponentially to ``1.6e-6 * scene_scale`` over
   the run, log-scales ``5e-3``, quaternions ``1e-3``, opacity logits ``5e-2``, SH DC
   ``2.5e-3``, higher SH ``2.5e-3 / 20``. ``scene_scale`` is 1.1 x the largest distance of a

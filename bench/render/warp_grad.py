@@ -14,11 +14,11 @@ work, where the time goes, in Warp kernels compiled for device ``"cpu"`` behind 
 1. ``_bin_kernel`` (serial): counting sort of (tile, Gaussian) pairs by tile, stable, so
    each tile's list stays in depth order; it also records, per Gaussian, the list slots
    it occupies (in tile order) for the gradient reduction.
-2. ``_forward_tile_kernel`` (one thread per tile, a C++ snippet that evaluates whole
-   16-pixel tile rows branch-free, as the ``cpu`` render backend does): front-to-back
-   blending; writes the accumulated colour ``C``, the accumulated ``alpha x depth`` ``D``,
-   the final transmittance ``T`` and, per pixel, the list position of the last
-   Gaussian that contributed.
+2. ``_forward_tile_kernel`` (one thread per tile, a C++ snippet in clang vector types
+   that evaluates 8-pixel chunks of a tile row branch-free with fused multiply-adds):
+   front-to-back blending; writes the accumulated colour ``C``, the accumulated
+   ``alpha x depth`` ``D``, the final transmittance ``T`` and, per pixel, the list
+   position of the last Gaussian that contributed.
 3. ``_backward_tile_kernel`` (one thread per tile, C++ snippet): replays each pixel front
    to back from ``T = 1`` with the same float operations as the forward pass, up to its
    last contributor. With ``g = dL/dC``, ``dL/dD``, ``dL/dT`` of the pixel and
@@ -31,7 +31,8 @@ work, where the time goes, in Warp kernels compiled for device ``"cpu"`` behind 
 
    from which ``alpha = min(0.99, o exp(-power))`` gives the opacity, 2D mean and conic
    gradients; ``w_i g`` gives the colour and depth gradients. Each Gaussian's per-tile sums
-   go, lane by lane in a fixed order, into its own slot of the tile's list (no atomics).
+   (per lane over its rows, then over the chunks and a fixed pairwise tree over the 8
+   lanes) go into its own slot of the tile's list (no atomics).
 4. ``_reduce_kernel`` (one thread per Gaussian): sums its slots in tile order.
 
 Every buffer a thread writes belongs to its tile or its Gaussian, and every sum runs in
@@ -56,7 +57,7 @@ import torch
 import warp as wp
 
 from bench.render import constants as K
-from bench.render import warp_backend  # quiet wp.init(); LANE_EXP_NEG_POWER
+from bench.render import warp_backend  # noqa: F401 - its quiet wp.init()
 from bench.render.output import resolve_sh_degree
 from bench.render.torch_raster import (
     _STORED_DEGREE,
@@ -218,11 +219,10 @@ def _pack_kernel(
 # --------------------------------------------------------------------------- tile snippets
 # Both snippets work on 8-lane chunks of a tile row with clang vector types (v8f / v8i):
 # the tile's pixel state lives in 32-byte aligned stack buffers, so a chunk is one aligned
-# load / store per buffer. Every float operation is written out in the same order as a
-# scalar evaluation would do it (no FMA contraction, no reassociation), so the forward and
-# the backward pass compute bit-identical alphas (Cephes' single-precision exp,
-# warp_backend.LANE_EXP_NEG_POWER, in vector form) and each lane's result does not depend
-# on the chunking.
+# load / store per buffer. The forward and the backward pass share the alpha code
+# (_CHUNK_ALPHA: Cephes' single-precision exp, as warp_backend.LANE_EXP_NEG_POWER, here
+# with explicit fused multiply-adds), so they compute bit-identical alphas, and each lane's
+# result does not depend on the chunking (lanes are independent; no reassociation).
 _VECTOR_TYPES = """
     typedef float v8f __attribute__((ext_vector_type(8)));
     typedef int v8i __attribute__((ext_vector_type(8)));
@@ -242,7 +242,8 @@ _VECTOR_TYPES = """
     };
     auto vexp_neg = [&](const v8f power) -> v8f {  // Cephes expf of -power, lane-parallel
         const v8f x = vmin(vmax(-power, (v8f)(-87.0f)), (v8f)(0.0f));
-        const v8f fn = __builtin_elementwise_floor(fma(x, (v8f)(1.44269504088896341f), (v8f)(0.5f)));
+        const v8f fn = __builtin_elementwise_floor(
+            fma(x, (v8f)(1.44269504088896341f), (v8f)(0.5f)));
         v8f rr = fma(fn, (v8f)(-0.693359375f), x);
         rr = fma(fn, (v8f)(2.12194440e-4f), rr);
         v8f pe = (v8f)(1.9875691500e-4f);
@@ -428,7 +429,8 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
                 const v8i hit = open & (power >= 0.0f) & (alpha >= alpha_min);
                 const v8f g0 = ld(G0 + j), g1 = ld(G1 + j), g2 = ld(G2 + j), g3 = ld(G3 + j);
                 const v8f w = sel(hit, alpha * t, (v8f)(0.0f));
-                const v8f gdot = fma((v8f)(cz), g3, fma((v8f)(cb), g2, fma((v8f)(cg), g1, cr * g0)));
+                const v8f gdot =
+                    fma((v8f)(cz), g3, fma((v8f)(cb), g2, fma((v8f)(cg), g1, cr * g0)));
                 const v8f sw_old = ld(SW + j);
                 const v8f sw = fma(w, gdot, sw_old);
                 const v8f one_minus = 1.0f - alpha;
