@@ -14,11 +14,11 @@ work, where the time goes, in Warp kernels compiled for device ``"cpu"`` behind 
 1. ``_bin_kernel`` (serial): counting sort of (tile, Gaussian) pairs by tile, stable, so
    each tile's list stays in depth order; it also records, per Gaussian, the list slots
    it occupies (in tile order) for the gradient reduction.
-2. ``_forward_tile_kernel`` (one thread per tile, a C++ snippet that evaluates whole
-   16-pixel tile rows branch-free, as the ``cpu`` render backend does): front-to-back
-   blending; writes the accumulated colour ``C``, the accumulated ``alpha x depth`` ``D``,
-   the final transmittance ``T`` and, per pixel, the list position of the last
-   Gaussian that contributed.
+2. ``_forward_tile_kernel`` (one thread per tile, a C++ snippet in clang vector types
+   that evaluates 8-pixel chunks of a tile row branch-free with fused multiply-adds):
+   front-to-back blending; writes the accumulated colour ``C``, the accumulated
+   ``alpha x depth`` ``D``, the final transmittance ``T`` and, per pixel, the list
+   position of the last Gaussian that contributed.
 3. ``_backward_tile_kernel`` (one thread per tile, C++ snippet): replays each pixel front
    to back from ``T = 1`` with the same float operations as the forward pass, up to its
    last contributor. With ``g = dL/dC``, ``dL/dD``, ``dL/dT`` of the pixel and
@@ -31,7 +31,8 @@ work, where the time goes, in Warp kernels compiled for device ``"cpu"`` behind 
 
    from which ``alpha = min(0.99, o exp(-power))`` gives the opacity, 2D mean and conic
    gradients; ``w_i g`` gives the colour and depth gradients. Each Gaussian's per-tile sums
-   go, lane by lane in a fixed order, into its own slot of the tile's list (no atomics).
+   (per lane over its rows, then over the chunks and a fixed pairwise tree over the 8
+   lanes) go into its own slot of the tile's list (no atomics).
 4. ``_reduce_kernel`` (one thread per Gaussian): sums its slots in tile order.
 
 Every buffer a thread writes belongs to its tile or its Gaussian, and every sum runs in
@@ -56,7 +57,7 @@ import torch
 import warp as wp
 
 from bench.render import constants as K
-from bench.render import warp_backend  # quiet wp.init(); LANE_EXP_NEG_POWER
+from bench.render import warp_backend  # noqa: F401 - its quiet wp.init()
 from bench.render.output import resolve_sh_degree
 from bench.render.torch_raster import (
     _STORED_DEGREE,
@@ -216,9 +217,46 @@ def _pack_kernel(
 
 
 # --------------------------------------------------------------------------- tile snippets
-# Shared by both snippets: tile bounds, the Gaussian's alpha >= ALPHA_MIN pixel rectangle,
-# and the per-lane alpha (Cephes' single-precision exp, written out so clang vectorises it;
-# the forward and the backward pass must evaluate it with identical float operations).
+# Both snippets work on 8-lane chunks of a tile row with clang vector types (v8f / v8i):
+# the tile's pixel state lives in 32-byte aligned stack buffers, so a chunk is one aligned
+# load / store per buffer. The forward and the backward pass share the alpha code
+# (_CHUNK_ALPHA: Cephes' single-precision exp, as warp_backend.LANE_EXP_NEG_POWER, here
+# with explicit fused multiply-adds), so they compute bit-identical alphas, and each lane's
+# result does not depend on the chunking (lanes are independent; no reassociation).
+_VECTOR_TYPES = """
+    typedef float v8f __attribute__((ext_vector_type(8)));
+    typedef int v8i __attribute__((ext_vector_type(8)));
+    auto sel = [](const v8i m, const v8f a, const v8f b) -> v8f {  // m ? a : b per lane
+        return (v8f)(((v8i)a & m) | ((v8i)b & ~m));
+    };
+    auto seli = [](const v8i m, const v8i a, const v8i b) -> v8i { return (a & m) | (b & ~m); };
+    auto ld = [](const float* p) -> v8f { return *(const v8f*)p; };  // p 32-byte aligned
+    auto ldi = [](const int* p) -> v8i { return *(const v8i*)p; };
+    auto st = [](float* p, const v8f v) { *(v8f*)p = v; };
+    auto sti = [](int* p, const v8i v) { *(v8i*)p = v; };
+    // min(a, b) / max(a, b) as wp::min / wp::max for non-NaN operands
+    auto vmin = [&](const v8f a, const v8f b) -> v8f { return sel(a <= b, a, b); };
+    auto vmax = [&](const v8f a, const v8f b) -> v8f { return sel(a >= b, a, b); };
+    auto fma = [](const v8f a, const v8f b, const v8f c) -> v8f {  // a * b + c, one rounding
+        return __builtin_elementwise_fma(a, b, c);
+    };
+    auto vexp_neg = [&](const v8f power) -> v8f {  // Cephes expf of -power, lane-parallel
+        const v8f x = vmin(vmax(-power, (v8f)(-87.0f)), (v8f)(0.0f));
+        const v8f fn = __builtin_elementwise_floor(
+            fma(x, (v8f)(1.44269504088896341f), (v8f)(0.5f)));
+        v8f rr = fma(fn, (v8f)(-0.693359375f), x);
+        rr = fma(fn, (v8f)(2.12194440e-4f), rr);
+        v8f pe = (v8f)(1.9875691500e-4f);
+        pe = fma(pe, rr, (v8f)(1.3981999507e-3f));
+        pe = fma(pe, rr, (v8f)(8.3334519073e-3f));
+        pe = fma(pe, rr, (v8f)(4.1665795894e-2f));
+        pe = fma(pe, rr, (v8f)(1.6666665459e-1f));
+        pe = fma(pe, rr, (v8f)(5.0000001201e-1f));
+        const v8i bits = (__builtin_convertvector(fn, v8i) + 127) << 23;
+        return (fma(pe, rr * rr, rr) + 1.0f) * (v8f)bits;
+    };
+    const v8i IOTA = {0, 1, 2, 3, 4, 5, 6, 7};
+"""
 _TILE_SETUP = """
     const int TS = 32;
     const int tile = tile_offset + tid * tile_stride;
@@ -231,17 +269,19 @@ _TILE_SETUP = """
     const int tw = px1 - px0;
     const int th = py1 - py0;
     const float alpha_min = (float)(1.0 / 255.0);
-"""
+    alignas(32) float PXC[TS];  // pixel centres' x
+    for (int l = 0; l < TS; ++l) PXC[l] = (float)(px0 + l) + 0.5f;
+""" + _VECTOR_TYPES
 _GAUSSIAN_RECT = """
         const int rank = isect.data[n];
         const float* __restrict P = packed.data + (size_t)rank * 12;
         const float e0 = P[10], e1 = P[11];
         if (e0 < 0.0f) SKIP;
-        const wp::vec2 m = wp::vec2(P[0], P[1]);
-        const int cx0 = wp::max(px0, (int)wp::floor(m[0] - e0 - 0.5f));
-        const int cx1 = wp::min(px1, (int)wp::floor(m[0] + e0 - 0.5f) + 1);
-        const int cy0 = wp::max(py0, (int)wp::floor(m[1] - e1 - 0.5f));
-        const int cy1 = wp::min(py1, (int)wp::floor(m[1] + e1 - 0.5f) + 1);
+        const float m0 = P[0], m1 = P[1];
+        const int cx0 = wp::max(px0, (int)wp::floor(m0 - e0 - 0.5f));
+        const int cx1 = wp::min(px1, (int)wp::floor(m0 + e0 - 0.5f) + 1);
+        const int cy0 = wp::max(py0, (int)wp::floor(m1 - e1 - 0.5f));
+        const int cy1 = wp::min(py1, (int)wp::floor(m1 + e1 - 0.5f) + 1);
         if (cx0 >= cx1 || cy0 >= cy1) SKIP;
         const float q0 = P[2], q1 = P[3], q2 = P[4];
         const float o = P[5];
@@ -249,19 +289,20 @@ _GAUSSIAN_RECT = """
         const int rx0 = cx0 - px0;
         const int rx1 = cx1 - px0;
 """
-_LANE_ALPHA = """
-                const float dx = m[0] - ((float)(px0 + l) + 0.5f);
-                const float power = 0.5f * (q0 * dx * dx + q2 * dy * dy) + q1 * dx * dy;
-""" + warp_backend.LANE_EXP_NEG_POWER + """\
-                const float raw = o * ex;
-                const float alpha = wp::min(0.99f, raw);
+# dx and the Gaussian's power at a chunk (dy, q2dydy = q2 * dy * dy: the row's constants)
+_CHUNK_ALPHA = """
+                const v8f dx = m0 - ld(PXC + l0);
+                const v8f power = fma(q1 * dx, (v8f)(dy), 0.5f * fma(q0 * dx, dx, (v8f)(q2dydy)));
+                const v8f ex = vexp_neg(power);
+                const v8f raw = o * ex;
+                const v8f alpha = vmin((v8f)(0.99f), raw);
 """
 
 _FORWARD_SNIPPET = _TILE_SETUP + """
-    float T[TS * TS];  // transmittance; negated (-T) once the pixel is done
-    float A0[TS * TS], A1[TS * TS], A2[TS * TS], A3[TS * TS];
-    int LAST[TS * TS];
-    float OCC[TS * TS];  // occluder depth of the tile's pixels (inf: none / outside)
+    alignas(32) float T[TS * TS];  // transmittance; negated (-T) once the pixel is done
+    alignas(32) float A0[TS * TS], A1[TS * TS], A2[TS * TS], A3[TS * TS];
+    alignas(32) int LAST[TS * TS];
+    alignas(32) float OCC[TS * TS];  // occluder depth of the tile's pixels (inf: none / outside)
     int row_left[TS];
     int remaining = 0;
     for (int r = 0; r < th; ++r) {
@@ -280,45 +321,42 @@ _FORWARD_SNIPPET = _TILE_SETUP + """
         row_left[r] = left;
         remaining += left;
     }
+    const v8i vn_init = (v8i)(0);
     for (int n = tile_start.data[tile]; n < tile_start.data[tile + 1] && remaining > 0; ++n) {
 """ + _GAUSSIAN_RECT.replace("SKIP", "continue") + """
+        const v8i vn = vn_init + n;
         for (int py = cy0; py < cy1; ++py) {
             const int r = py - py0;
             if (row_left[r] == 0) continue;
-            const float dy = m[1] - ((float)py + 0.5f);
-            const float* occ = OCC + r * TS;
-            float* __restrict Tr = T + r * TS;
-            float* __restrict a0 = A0 + r * TS;
-            float* __restrict a1 = A1 + r * TS;
-            float* __restrict a2 = A2 + r * TS;
-            float* __restrict a3 = A3 + r * TS;
-            int* __restrict lr = LAST + r * TS;
-            auto blend = [&](const int l) -> int {
-                const float t = Tr[l];
-                const bool open = (l >= rx0) & (l < rx1) & (t >= 0.0f);
-                const bool hidden = open & (cz >= occ[l]);
-""" + _LANE_ALPHA + """
-                const float t_next = t * (1.0f - alpha);
-                const bool hit = open & !hidden & (power >= 0.0f) & (alpha >= alpha_min);
-                const bool stop = (hit & (t_next < 1.0e-4f)) | hidden;
-                const bool ok = hit & !stop;
-                const float w = ok ? alpha * t : 0.0f;
-                a0[l] = a0[l] + cr * w;
-                a1[l] = a1[l] + cg * w;
-                a2[l] = a2[l] + cb * w;
-                a3[l] = a3[l] + cz * w;
-                lr[l] = ok ? n : lr[l];
-                Tr[l] = ok ? t_next : (stop ? -t : t);
-                return (int)stop;
-            };
-            int stops = 0;
-            // 8-lane chunks (constant trip count, vectorised) covering [rx0, rx1); the lanes
-            // outside it are masked. rx1 <= tw <= TS and chunks start at multiples of 8.
+            const float dy = m1 - ((float)py + 0.5f);
+            const float q2dydy = q2 * dy * dy;
+            v8i stops = (v8i)(0);
+            // 8-lane chunks covering [rx0, rx1); the lanes outside it are masked.
+            // rx1 <= tw <= TS and chunks start at multiples of 8.
             for (int l0 = rx0 & ~7; l0 < rx1; l0 += 8) {
-                for (int l = l0; l < l0 + 8; ++l) stops += blend(l);
+                const int j = r * TS + l0;
+                const v8f t = ld(T + j);
+                const v8i li = IOTA + l0;
+                const v8i open = (li >= rx0) & (li < rx1) & (t >= 0.0f);
+                if (!__builtin_reduce_or(open)) continue;  // nothing to blend: no change
+                const v8i hidden = open & ((v8f)(cz) >= ld(OCC + j));
+""" + _CHUNK_ALPHA + """
+                const v8f t_next = t * (1.0f - alpha);
+                const v8i hit = open & ~hidden & (power >= 0.0f) & (alpha >= alpha_min);
+                const v8i stop = (hit & (t_next < 1.0e-4f)) | hidden;
+                const v8i ok = hit & ~stop;
+                const v8f w = sel(ok, alpha * t, (v8f)(0.0f));
+                st(A0 + j, fma((v8f)(cr), w, ld(A0 + j)));
+                st(A1 + j, fma((v8f)(cg), w, ld(A1 + j)));
+                st(A2 + j, fma((v8f)(cb), w, ld(A2 + j)));
+                st(A3 + j, fma((v8f)(cz), w, ld(A3 + j)));
+                sti(LAST + j, seli(ok, vn, ldi(LAST + j)));
+                st(T + j, sel(ok, t_next, sel(stop, -t, t)));
+                stops -= stop;  // stop lanes are -1
             }
-            row_left[r] -= stops;
-            remaining -= stops;
+            const int stopped = __builtin_reduce_add(stops);
+            row_left[r] -= stopped;
+            remaining -= stopped;
         }
     }
     for (int r = 0; r < th; ++r) {
@@ -334,11 +372,11 @@ _FORWARD_SNIPPET = _TILE_SETUP + """
 """
 
 _BACKWARD_SNIPPET = _TILE_SETUP + """
-    float T[TS * TS];  // transmittance before the current Gaussian
-    float SW[TS * TS];  // running sum of w_j (c_j . g_C + d_j g_D)
-    float B[TS * TS];  // C . g_C + D g_D + T_final g_T
-    float G0[TS * TS], G1[TS * TS], G2[TS * TS], G3[TS * TS];  // g_C, g_D
-    int LAST[TS * TS];
+    alignas(32) float T[TS * TS];  // transmittance before the current Gaussian
+    alignas(32) float SW[TS * TS];  // running sum of w_j (c_j . g_C + d_j g_D)
+    alignas(32) float B[TS * TS];  // C . g_C + D g_D + T_final g_T
+    alignas(32) float G0[TS * TS], G1[TS * TS], G2[TS * TS], G3[TS * TS];  // g_C, g_D
+    alignas(32) int LAST[TS * TS];
     int row_last[TS];
     int tile_last = -1;
     for (int r = 0; r < th; ++r) {
@@ -363,57 +401,67 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
         row_last[r] = rl;
         tile_last = wp::max(tile_last, rl);
     }
-    float acc[10][TS];  // per-lane sums of the current Gaussian; all 0 between Gaussians
+    // Per-lane sums of the current Gaussian (all 0 between Gaussians): mean x, y; conic
+    // a, b, c; opacity; r, g, b; depth.
+    alignas(32) float acc[10][TS];
     for (int c = 0; c < 10; ++c)
         for (int l = 0; l < TS; ++l) acc[c][l] = 0.0f;
+    const v8i vn_init = (v8i)(0);
     for (int n = tile_start.data[tile]; n < tile_start.data[tile + 1]; ++n) {
         float* __restrict slot = slot_grads.data + (size_t)n * 10;
         for (int c = 0; c < 10; ++c) slot[c] = 0.0f;
         if (n > tile_last) continue;
 """ + _GAUSSIAN_RECT.replace("SKIP", "continue") + """
+        const v8i vn = vn_init + n;
         for (int py = cy0; py < cy1; ++py) {
             const int r = py - py0;
             if (row_last[r] < n) continue;
-            const float dy = m[1] - ((float)py + 0.5f);
-            const int j0 = r * TS;
-            auto lane = [&](const int l) {
-                const int j = j0 + l;
-                const float t = T[j];
-                const bool open = (l >= rx0) & (l < rx1) & (n <= LAST[j]);
-""" + _LANE_ALPHA + """
-                const bool hit = open & (power >= 0.0f) & (alpha >= alpha_min);
-                const float g0 = G0[j], g1 = G1[j], g2 = G2[j], g3 = G3[j];
-                const float w = hit ? alpha * t : 0.0f;
-                const float gdot = cr * g0 + cg * g1 + cb * g2 + cz * g3;
-                const float sw = SW[j] + w * gdot;
-                const float one_minus = 1.0f - alpha;
-                const float dalpha = t * gdot - (B[j] - sw) / one_minus;
-                const bool live = hit & (raw <= 0.99f);  // the clamp passes no gradient
-                const float dpow = live ? -dalpha * raw : 0.0f;
-                acc[0][l] += dpow * (q0 * dx + q1 * dy);
-                acc[1][l] += dpow * (q2 * dy + q1 * dx);
-                acc[2][l] += dpow * (0.5f * dx * dx);
-                acc[3][l] += dpow * (dx * dy);
-                acc[4][l] += dpow * (0.5f * dy * dy);
-                acc[5][l] += live ? dalpha * ex : 0.0f;
-                acc[6][l] += w * g0;
-                acc[7][l] += w * g1;
-                acc[8][l] += w * g2;
-                acc[9][l] += w * g3;
-                SW[j] = hit ? sw : SW[j];
-                T[j] = hit ? t * one_minus : t;
-            };
+            const float dy = m1 - ((float)py + 0.5f);
+            const float q2dydy = q2 * dy * dy;
+            const float q1dy = q1 * dy, q2dy = q2 * dy, hdydy = 0.5f * dy * dy;
             for (int l0 = rx0 & ~7; l0 < rx1; l0 += 8) {  // as in the forward pass
-                for (int l = l0; l < l0 + 8; ++l) lane(l);
+                const int j = r * TS + l0;
+                const v8i li = IOTA + l0;
+                const v8i open = (li >= rx0) & (li < rx1) & (vn <= ldi(LAST + j));
+                if (!__builtin_reduce_or(open)) continue;  // every lane would add 0
+                const v8f t = ld(T + j);
+""" + _CHUNK_ALPHA + """
+                const v8i hit = open & (power >= 0.0f) & (alpha >= alpha_min);
+                const v8f g0 = ld(G0 + j), g1 = ld(G1 + j), g2 = ld(G2 + j), g3 = ld(G3 + j);
+                const v8f w = sel(hit, alpha * t, (v8f)(0.0f));
+                const v8f gdot =
+                    fma((v8f)(cz), g3, fma((v8f)(cb), g2, fma((v8f)(cg), g1, cr * g0)));
+                const v8f sw_old = ld(SW + j);
+                const v8f sw = fma(w, gdot, sw_old);
+                const v8f one_minus = 1.0f - alpha;
+                const v8f dalpha = fma(t, gdot, -((ld(B + j) - sw) / one_minus));
+                const v8i live = hit & (raw <= 0.99f);  // the clamp passes no gradient
+                const v8f dpow = sel(live, -dalpha * raw, (v8f)(0.0f));
+                float* a = &acc[0][l0];
+                st(a + 0 * TS, fma(dpow, fma((v8f)(q0), dx, (v8f)(q1dy)), ld(a + 0 * TS)));
+                st(a + 1 * TS, fma(dpow, fma((v8f)(q1), dx, (v8f)(q2dy)), ld(a + 1 * TS)));
+                st(a + 2 * TS, fma(dpow, 0.5f * dx * dx, ld(a + 2 * TS)));
+                st(a + 3 * TS, fma(dpow, dx * dy, ld(a + 3 * TS)));
+                st(a + 4 * TS, fma(dpow, (v8f)(hdydy), ld(a + 4 * TS)));
+                st(a + 5 * TS, ld(a + 5 * TS) + sel(live, dalpha * ex, (v8f)(0.0f)));
+                st(a + 6 * TS, fma(w, g0, ld(a + 6 * TS)));
+                st(a + 7 * TS, fma(w, g1, ld(a + 7 * TS)));
+                st(a + 8 * TS, fma(w, g2, ld(a + 8 * TS)));
+                st(a + 9 * TS, fma(w, g3, ld(a + 9 * TS)));
+                st(SW + j, sel(hit, sw, sw_old));
+                st(T + j, sel(hit, t * one_minus, t));
             }
         }
+        // Lane sums: the chunks added in order, then a fixed pairwise tree over the 8
+        // lanes; lanes outside [rx0, rx1) only ever add 0. The chunks are zeroed again.
         for (int c = 0; c < 10; ++c) {
-            float s = 0.0f;
-            for (int l = rx0; l < rx1; ++l) {  // lanes outside only ever add 0: stay 0
-                s += acc[c][l];
-                acc[c][l] = 0.0f;
+            float* a = &acc[c][0];
+            v8f v = (v8f)(0.0f);
+            for (int l0 = rx0 & ~7; l0 < rx1; l0 += 8) {
+                v += ld(a + l0);
+                st(a + l0, (v8f)(0.0f));
             }
-            slot[c] = s;
+            slot[c] = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
         }
     }
 """
@@ -1010,7 +1058,11 @@ def rasterize(
         means2d.retain_grad()
     opac = torch.sigmoid(opacity_logits)
     # Colours of all Gaussians (most are visible in training views; no gathers to undo).
-    colors = gaussian_colors(means, sh_dc, sh_rest[:, : (degree + 1) ** 2 - 1], camera, degree)
+    if degree == 0:  # gaussian_colors' values without its (unused) view directions
+        colors = torch.clamp_min(K.SH_C0 * sh_dc + K.SH_OFFSET, 0.0)
+    else:
+        colors = gaussian_colors(means, sh_dc, sh_rest[:, : (degree + 1) ** 2 - 1], camera,
+                                 degree)
     tiles = Tiles(proj.depths, proj.visible, means2d.detach(), proj.conics.detach(),
                   opac.detach(), proj.radii, (width, height), tile_size)
     occ = None
