@@ -307,7 +307,7 @@ def build(out: str | Path, *, worlds: tuple[str, ...] = DEMO_WORLDS,
 
 
 # --------------------------------------------------------------------------- evaluation
-def test_view_scores(bundle: Path, capture: Path) -> list[dict[str, Any]]:
+def score_test_views(bundle: Path, capture: Path) -> list[dict[str, Any]]:
     """PSNR / SSIM of a bundle's renders (8-bit) at every Test view of ``capture``."""
     import numpy as np
 
@@ -405,7 +405,7 @@ def report(root: Path, out: Path) -> list[dict[str, Any]]:
         near = near_removed_views(world, root=root)
         for condition in DEMO_CONDITIONS:
             bundle = shipped_bundle(world, condition, root=root)
-            scores = test_view_scores(bundle, shipped_capture(world, root=root))
+            scores = score_test_views(bundle, shipped_capture(world, root=root))
             per_view[f"{world}/{condition}"] = scores
             manifest = json.loads((bundle / "manifest.json").read_text())
             timing = root / "timings" / f"{world}__{condition}.json"

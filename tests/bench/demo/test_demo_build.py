@@ -19,9 +19,9 @@ from bench.demo.build import (
     BuildConfig,
     build,
     prepare_torch,
+    score_test_views,
     shipped_bundle,
     shipped_capture,
-    test_view_scores,
 )
 from bench.demo.capture import CaptureConfig, _room_box, walk_path
 from bench.demo.worlds import get_world
@@ -162,7 +162,7 @@ def test_shipped_assets_exist_and_fit_the_budget():
 
 @pytest.fixture(scope="module")
 def shipped_scores():
-    return {(w, c): test_view_scores(shipped_bundle(w, c), shipped_capture(w))
+    return {(w, c): score_test_views(shipped_bundle(w, c), shipped_capture(w))
             for w in DEMO_WORLDS for c in ("clean", "contiguous-30")}
 
 
