@@ -128,7 +128,7 @@ def make_plan(spec: StudySpec, *, measure: bool = True) -> StudyPlan:
     sim = sum(len(spec.policies[t]) for d, _, _, t, _ in blocks if d == "sim")
     real = sum(len(spec.policies[t]) for d, _, _, t, _ in blocks if d == "real")
     trainings = planned_trainings(spec)
-    source = "simulated-real"
+    source = "ground-truth-world" if spec.real_domain == "world" else "simulated-real"
     if spec.real_results is not None:
         from bench.study.real_results import read_real_results
 

@@ -409,7 +409,7 @@ def rollout_plan(spec: StudySpec) -> list[tuple[str, str, str, str, int]]:
     plan = []
     for scene in spec.scene_names:
         for task in spec.tasks:
-            if spec.simulated_real:  # with real_results the robot's counts are data
+            if spec.rolls_out_real:  # with real_results the robot's counts are data
                 plan += [("real", scene, CLEAN, task, t) for t in range(spec.real_trials)]
         for cond in spec.all_conditions:
             for task in spec.tasks:
@@ -525,7 +525,14 @@ def record_real_source(spec: StudySpec, out: Path, store: ResultsStore, real: An
     """
     from bench.study.real_results import SIMULATED_REAL
 
-    if real is None:
+    if real is None and spec.real_domain == "world":  # ground-truth worlds (world_domain)
+        from bench.study.world_domain import WORLD_REAL
+
+        data = {"kind": WORLD_REAL, "label": WORLD_REAL, "worlds": spec.real_world["worlds"]}
+        manifest = make_manifest(tool="real-domain/1", params={"real_domain": spec.real_domain,
+                                                               "real_world": spec.real_world},
+                                 seed=spec.seed, extra=data)
+    elif real is None:
         data = {"kind": SIMULATED_REAL, "label": SIMULATED_REAL}
         manifest = make_manifest(tool="real-domain/1", params={"real_domain": spec.real_domain},
                                  seed=spec.seed, extra=data)
