@@ -1,25 +1,34 @@
-"""The main job (``bench demo``): the whole study end to end on a bundled synthetic world.
+"""The main job (``bench demo``): the whole study end to end on the bundled worlds.
 
 A clear sequence of stage functions; each takes the run context and returns
 nothing, recording what it made in ``context.records`` / ``context.outputs``.
 The whole run is written into a staged directory that is renamed into place
 only when every stage succeeded.
 
+A run is one **profile** (:data:`PROFILES`: ``quick``, ``default``, ``paper``), a
+:class:`DemoProfile` that :func:`profile_spec` turns into a
+:class:`~bench.study.spec.StudySpec` preset on the demo's assets
+(:func:`demo_assets`): the three scenes (the reconstructed backgrounds of the
+ground-truth worlds ``gt-duo``, ``gt-flat``, ``gt-g2``), the shipped coverage
+retrainings as extra conditions, the held-out captures for the Test views, and
+per task two policies. The "real" domain is ``real_domain: "world"``
+(:mod:`bench.study.world_domain`): the "real" trials run in the MuJoCo
+ground-truth worlds, the simulated ones on the reconstructions. Rollouts run on
+the process executor (2 workers). Costs and the profiles' budgets: ``docs/demo.md``.
+
 Stages:
 
-1. ``study`` - :func:`bench.study.runner.run_study` on three generated sample
-   rooms (seeds 0, 1, 2: stand-ins for Duo, Flat and G2) under clean + the six
-   artifact presets: condition bundles + manifests (``scenes/``), synthetic
-   captures (``captures/``), quality scores, paired rollouts of
-   ``visual-servo`` vs ``visual-glance`` per task, verdict tables
+1. ``study`` - :func:`bench.study.runner.run_study`: condition bundles +
+   manifests (``scenes/``), quality scores, paired rollouts, verdict tables
    (``tables/``) and figures (``figures/``), all rows in ``results.sqlite``
 2. ``yubi`` - the YUBI-Real2Sim tables regenerated from the shipped public data
    (``yubi/``)
 3. ``summary`` - ``summary.csv`` / ``summary.md`` (conditions, ranking agreement,
    reliability) and the same on stdout
 
-Same seed and options -> the same tables (rollouts, scores and manifests are
-deterministic; figures are byte-stable on one matplotlib build).
+Same seed and profile -> the same tables (rollouts, scores and manifests are
+deterministic whichever executor runs them; figures are byte-stable on one
+matplotlib build).
 """
 
 from __future__ import annotations
@@ -99,10 +108,9 @@ PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
                 "trials per cell, all ten conditions, 64 px, 200 frames, PSNR + SSIM",
                 tasks=("cup",), trials=10, real_trials=20),
     DemoProfile("paper", "YUBI's design (hours; estimate in docs/demo.md): all tasks, 80 "
-                "simulated / 20 real trials, all ten conditions, 128 px, YUBI time limits, "
+                "simulated / 20 real trials, all ten conditions, YUBI time limits, "
                 "PSNR + SSIM + LPIPS + NVS-SQA",
-                tasks=TASKS, trials=80, real_trials=20, image_size=(128, 128),
-                max_frames=None, metrics=("psnr", "ssim", "lpips", "nvs-sqa"),
+                tasks=TASKS, trials=80, real_trials=20, max_frames=None, metrics=("psnr", "ssim", "lpips", "nvs-sqa"),
                 obs_policy_every=4),
 )}
 
@@ -385,7 +393,12 @@ def run_demo(config: DemoConfig) -> Path:
             stage(ctx)
             ctx.timings[name] = round(time.perf_counter() - started, 3)
             print(f"[bench demo] stage {name} done in {ctx.timings[name]:.1f}s", file=sys.stderr)
-        atomic_write_json(tmp / "config.json", config)
+        import dataclasses
+
+        atomic_write_json(tmp / "config.json", {
+            **{f.name: getattr(config, f.name) for f in dataclasses.fields(config)},
+            "resolved_profile": config.resolved_profile(),
+            "executor": config.executor().to_json()})
         manifest = make_manifest(tool=f"demo/{VERSION}", params=config, seed=config.seed,
                                  outputs=ctx.outputs,
                                  counts={"conditions": len(ctx.records)},

@@ -9,7 +9,7 @@ is :class:`WorldDomain`::
 
     "real_domain": "world",
     "real_world": {"worlds": {"duo": "gt-duo", "flat": "gt-flat", "g2": "gt-g2"},
-                   "cameras": "yubi-dual", "tilt_deg": 45, "shadows": true}
+                   "cameras": "yubi-dual", "tilt_deg": 45, "shadows": false}
 
 Both domains use the same camera rig (``cameras``, tilted by ``tilt_deg`` when it is
 ``yubi-dual``), image size and time limits, so a policy sees the same observation
@@ -45,7 +45,8 @@ class WorldDomain:
         tilt_deg: Forward tilt of the ``yubi-dual`` fisheyes in both domains, degrees
             (:func:`bench.demo.real.demo_rig`; 0 keeps the preset's mount).
         shadows: MuJoCo shadows in the ground-truth world (the simulated domain's shadows
-            are ``deployment.shadows``). On: the world's look; off: ~7x cheaper in software GL.
+            are ``deployment.shadows``). Off by default, as the demo's real domain
+            (``bench.demo.real.RealDomainConfig``): ~5-7x cheaper per rollout in software GL.
         sensor: Apply the world's sensor model (noise, exposure, white balance, vignetting).
         friction_scale: Physics offset: the real world's task-object friction x this (1: none).
         mass_scale: Physics offset: the real world's task-object mass x this (1: none).
@@ -54,7 +55,7 @@ class WorldDomain:
     worlds: dict[str, str] = field(default_factory=dict)
     cameras: str = "yubi-dual"
     tilt_deg: float = 45.0
-    shadows: bool = True
+    shadows: bool = False
     sensor: bool = True
     friction_scale: float = 1.0
     mass_scale: float = 1.0
