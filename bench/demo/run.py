@@ -110,7 +110,8 @@ PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
     DemoProfile("paper", "YUBI's design (hours; estimate in docs/demo.md): all tasks, 80 "
                 "simulated / 20 real trials, all ten conditions, YUBI time limits, "
                 "PSNR + SSIM + LPIPS + NVS-SQA",
-                tasks=TASKS, trials=80, real_trials=20, max_frames=None, metrics=("psnr", "ssim", "lpips", "nvs-sqa"),
+                tasks=TASKS, trials=80, real_trials=20, max_frames=None,
+                metrics=("psnr", "ssim", "lpips", "nvs-sqa"),
                 obs_policy_every=4),
 )}
 
