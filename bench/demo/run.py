@@ -68,7 +68,8 @@ class DemoProfile:
         max_frames: Time limit in 10 Hz frames (a number, or ``{scene: {task: frames}}``;
             None: the task's default, 600).
         metrics: Quality scorers of the Test / OBS-Probe views.
-        obs_policy_every: Keep every k-th policy query's frame for OBS-Policy (0: off).
+        obs_policy_every: Keep every k-th policy query's frame for OBS-Policy (0: off; it
+            scores NR metrics only, so it is on where NVS-SQA is).
         workers: Process-executor workers (1: the serial executor).
     """
 
@@ -82,7 +83,7 @@ class DemoProfile:
     image_size: tuple[int, int] = (64, 64)
     max_frames: int | dict[str, dict[str, int]] | None = 200
     metrics: tuple[str, ...] = ("psnr", "ssim")
-    obs_policy_every: int = 4
+    obs_policy_every: int = 0
     workers: int = 2
 
     @property
@@ -102,8 +103,7 @@ PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
     DemoProfile("quick", "smoke run (~3 min): Cup, 1 simulated / 2 real trials per cell, "
                 "clean + hole-90 + contiguous-30, 64 px, 120 frames, PSNR",
                 tasks=("cup",), trials=1, real_trials=2, presets=("hole-90",),
-                coverage=("contiguous-30",), max_frames=120, metrics=("psnr",),
-                obs_policy_every=0),
+                coverage=("contiguous-30",), max_frames=120, metrics=("psnr",)),
     DemoProfile("default", "the main run (<= 15 min on 2 cores): Cup, 10 simulated / 20 real "
                 "trials per cell, all ten conditions, 64 px, 200 frames, PSNR + SSIM",
                 tasks=("cup",), trials=10, real_trials=20),
@@ -136,7 +136,7 @@ def demo_assets() -> dict[str, Any]:
     return {"sample_scenes": {"duo": 0, "flat": 1, "g2": 2}, "sample_gaussians": 20000,
             "extra_conditions": {}, "captures": {},
             "policies": {t: ("visual-servo", "visual-glance") for t in TASKS},
-            "cameras": "wrist"}
+            "real_world": {"cameras": "wrist", "shadows": False}}
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def profile_spec(profile: DemoProfile, *, seed: int = 0):
     from bench.study.spec import StudySpec
 
     assets = demo_assets()
-    cameras = assets.pop("cameras")
+    settings = assets.pop("real_world")  # rig and render settings of the real domain
     extra = {c: per_scene for c, per_scene in assets.pop("extra_conditions").items()
              if c in profile.coverage}
     policies = {t: assets["policies"][t] for t in profile.tasks}
@@ -206,7 +206,7 @@ def profile_spec(profile: DemoProfile, *, seed: int = 0):
                      real_trials=profile.real_trials, image_size=profile.image_size,
                      max_frames=max_frames, metrics=profile.metrics,
                      obs_policy_every=profile.obs_policy_every, real_domain="world",
-                     real_world={"worlds": {s: WORLDS[s] for s in scenes}, "cameras": cameras})
+                     real_world={"worlds": {s: WORLDS[s] for s in scenes}, **settings})
 
 
 def _clean_bundle(spec: Any, scene: str) -> Any:
