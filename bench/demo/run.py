@@ -126,17 +126,40 @@ def get_profile(name: str) -> DemoProfile:
     return PROFILES[name]
 
 
-def demo_assets() -> dict[str, Any]:
+def shipped_assets() -> dict[str, Any]:
     """Scenes, coverage bundles, captures, policies and rig of the demo (StudySpec fields).
 
-    Stand-in until the shipped assets land: the generated sample rooms (seeds 0, 1, 2)
-    as the simulated scenes, no coverage retrainings or held-out captures, the scripted
-    visual policies on the single wrist camera.
+    The reconstructions of the ground-truth worlds (``bench.demo.build``: clean + the
+    three coverage retrainings, each a bundle registered to its world; the capture
+    manifest whose ``test_views`` are the held-out Test references), the two learned
+    policies per task (``bench.policies.learned.DEMO_POLICIES``) and the real domain's
+    settings (``bench.demo.real.REAL_DOMAIN``: the ones the policies were trained with).
     """
+    from bench.demo.build import DEMO_CONDITIONS, shipped_bundle, shipped_capture
+    from bench.demo.real import REAL_DOMAIN
+    from bench.policies.learned import DEMO_POLICIES
+
+    coverage = [c for c in DEMO_CONDITIONS if c != "clean"]
+    return {"scenes": {s: str(shipped_bundle(w, "clean")) for s, w in WORLDS.items()},
+            "extra_conditions": {c: {s: str(shipped_bundle(w, c)) for s, w in WORLDS.items()}
+                                 for c in coverage},
+            "captures": {s: str(shipped_capture(w)) for s, w in WORLDS.items()},
+            "policies": {t: tuple(DEMO_POLICIES[t]) for t in TASKS},
+            "real_world": {"cameras": "yubi-dual", "tilt_deg": REAL_DOMAIN.tilt_deg,
+                           "shadows": REAL_DOMAIN.shadows, "sensor": REAL_DOMAIN.sensor}}
+
+
+def standin_assets() -> dict[str, Any]:
+    """Stand-in for :func:`shipped_assets` while the assets are built: the sample rooms
+    (seeds 0, 1, 2), no coverage retrainings or held-out captures, the scripted visual
+    policies on the single wrist camera."""
     return {"sample_scenes": {"duo": 0, "flat": 1, "g2": 2}, "sample_gaussians": 20000,
             "extra_conditions": {}, "captures": {},
             "policies": {t: ("visual-servo", "visual-glance") for t in TASKS},
             "real_world": {"cameras": "wrist", "shadows": False}}
+
+
+demo_assets = standin_assets  # the assets every profile runs on
 
 
 @dataclass(frozen=True)
