@@ -150,9 +150,11 @@ def shipped_assets() -> dict[str, Any]:
 
 
 def standin_assets() -> dict[str, Any]:
-    """Stand-in for :func:`shipped_assets` while the assets are built: the sample rooms
-    (seeds 0, 1, 2), no coverage retrainings or held-out captures, the scripted visual
-    policies on the single wrist camera."""
+    """Stand-in for :func:`shipped_assets` while the assets are built.
+
+    The sample rooms (seeds 0, 1, 2), no coverage retrainings or held-out captures, the
+    scripted visual policies on the single wrist camera.
+    """
     return {"sample_scenes": {"duo": 0, "flat": 1, "g2": 2}, "sample_gaussians": 20000,
             "extra_conditions": {}, "captures": {},
             "policies": {t: ("visual-servo", "visual-glance") for t in TASKS},
