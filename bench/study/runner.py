@@ -19,7 +19,9 @@ continues a killed run without redoing or duplicating anything):
    The "real" domain of the synthetic world is the same env on the *clean*
    scene with initial conditions ``real_condition_offset + trial`` (a disjoint
    seeded block of the task grid): the policy's true skill on the undamaged
-   world, measured on starts the simulated trials never see.
+   world, measured on starts the simulated trials never see. With
+   ``real_domain: "world"`` the "real" trials run in the scenes' MuJoCo ground-truth
+   worlds instead (:mod:`bench.study.world_domain`, labelled ``ground-truth-world``).
 4. :func:`score_obs_policy` - OBS-Policy: the wrist frames every simulated
    rollout's policy saw (every ``obs_policy_every``-th query, kept under
    ``obs_policy/``) scored with the NR metrics per condition.

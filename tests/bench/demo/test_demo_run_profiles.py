@@ -75,3 +75,17 @@ def test_cli_refuses_bad_options_in_one_line(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.slow  # 4 rollouts: ~50 s on the loaded 2-core VM
+def test_dry_run_prints_counts_and_an_estimate_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out), "--profile", "quick", "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    spec = _spec("quick")
+    sim = len(spec.scene_names) * len(spec.all_conditions) * 2 * spec.trials
+    real = len(spec.scene_names) * 2 * spec.real_trials
+    assert f"{sim} simulated + {real} ground-truth-world rollouts on 2 worker(s)" in text
+    for policy in spec.policies["cup"]:
+        assert f"sim/cup/{policy}" in text and f"real/cup/{policy}" in text
+    assert not out.exists()
