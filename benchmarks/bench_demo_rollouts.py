@@ -11,7 +11,9 @@ one env per domain, reused across trials as a study worker does):
 - ``sim``: the simulated domain on the scene's clean bundle (the demo's shipped
   reconstruction when present, else the sample room), Gaussian background composited;
 - ``real``: the MuJoCo ground-truth world with shadows on (the world's look) and sensor;
-- ``real-noshadow``: the same with ``shadows: false`` (the cheaper option).
+- ``real-noshadow``: the same with ``shadows: false`` (the cheaper option);
+- ``sim-direct`` (optional): ``sim`` with the background fisheye drawn directly
+  (``deployment.fisheye_mode = "direct"``) instead of through a cube map.
 
 Prints seconds per rollout, frames and policy queries per rollout, and the ratios to ``sim``
 (the meaningful part on a shared machine) and the CPU seconds of this process per rollout
@@ -39,7 +41,8 @@ def _spec(args: argparse.Namespace, shadows: bool):
                                  "shadows": shadows})
 
 
-def time_domain(spec, domain: str, bundle, trials: int) -> dict[str, float]:
+def time_domain(spec, domain: str, bundle, trials: int, fisheye_mode: str = "cubemap"
+                ) -> dict[str, float]:
     """Mean wall seconds, frames and queries per rollout of both policies in ``domain``."""
     import bench.policies.visual  # noqa: F401 - registers the visual policies
     from bench.policies import make_policy
@@ -49,7 +52,7 @@ def time_domain(spec, domain: str, bundle, trials: int) -> dict[str, float]:
 
     scene, task = spec.scene_names[0], spec.tasks[0]
     overrides = {"image_size": spec.image_size, "max_frames": spec.frames_limit(scene, task),
-                 "render_backend": spec.render_backend}
+                 "render_backend": spec.render_backend, "fisheye_mode": fisheye_mode}
     started = time.perf_counter()
     env = make_domain_env(spec, scene=scene, task=task, domain=domain, bundle=bundle,
                           overrides=overrides)
@@ -104,14 +107,17 @@ def main() -> None:
     parser.add_argument("--world", default="gt-duo")
     parser.add_argument("--scene", default="duo")
     parser.add_argument("--gaussians", type=int, default=20000)
-    parser.add_argument("--domains", default="sim,real,real-noshadow")
+    parser.add_argument("--domains", default="sim,real,real-noshadow",
+                        help="comma-separated: sim, sim-direct (Gaussian background drawn as a "
+                        "direct fisheye, deployment fisheye_mode), real, real-noshadow")
     args = parser.parse_args()
     bundle, source = clean_bundle(args)
     results = {}
     for domain in args.domains.split(","):
         spec = _spec(args, shadows=domain != "real-noshadow")
-        results[domain] = time_domain(spec, "sim" if domain == "sim" else "real", bundle,
-                                      args.trials)
+        kind = "sim" if domain.startswith("sim") else "real"
+        results[domain] = time_domain(spec, kind, bundle, args.trials,
+                                      "direct" if domain == "sim-direct" else "cubemap")
     base = results.get("sim", next(iter(results.values())))["s_per_rollout"]
     print(f"{args.task}, {args.policies}, {args.cameras} {args.size}x{args.size}, "
           f"max_frames {args.max_frames}, sim background: {source}")

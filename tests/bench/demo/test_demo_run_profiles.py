@@ -31,7 +31,7 @@ def test_default_profile_is_the_documented_preset():
     assert spec.real_domain == "world" and spec.real_world["worlds"] == WORLDS
     assert (spec.trials, spec.real_trials) == (10, 20)  # >= 10 simulated, >= 20 real per cell
     assert spec.tasks == ("cup",) and spec.image_size == (64, 64) and spec.max_frames == 200
-    assert spec.metrics == ("psnr", "ssim")
+    assert spec.metrics == ("psnr", "ssim") and spec.deployment == {"fisheye_mode": "direct"}
     assert spec_from_dict(spec.to_json()) == spec  # a StudySpec written back resolved
     spec.validate_registries()
 
@@ -43,6 +43,7 @@ def test_paper_profile_is_yubis_design():
 
     assert spec.conditions == ("clean", *PRESETS)
     assert spec.metrics == ("psnr", "ssim", "lpips", "nvs-sqa")
+    assert spec.deployment == {"fisheye_mode": "cubemap"} and spec.obs_policy_every == 4
     for scene in WORLDS:  # YUBI's per-task limits: 600 frames, 1,800 for the long ones
         for task in spec.tasks:
             assert spec.frames_limit(scene, task) == YUBI_MAX_FRAMES.get(scene, {}).get(task, 600)
