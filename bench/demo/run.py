@@ -110,8 +110,9 @@ PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
                 tasks=("cup",), trials=1, real_trials=2, presets=("hole-90",),
                 coverage=("contiguous-30",), max_frames=120, metrics=("psnr",)),
     DemoProfile("default", "the main run (<= 15 min on 2 cores): Cup, 10 simulated / 20 real "
-                "trials per cell, all ten conditions, 64 px, 200 frames, PSNR + SSIM",
-                tasks=("cup",), trials=10, real_trials=20),
+                "trials per cell, all ten conditions, 64 px, 200 frames, PSNR + SSIM + LPIPS",
+                tasks=("cup",), trials=10, real_trials=20,
+                metrics=("psnr", "ssim", "lpips")),
     DemoProfile("paper", "YUBI's design (hours; estimate in docs/demo.md): all tasks, 80 "
                 "simulated / 20 real trials, all ten conditions, YUBI time limits, "
                 "PSNR + SSIM + LPIPS + NVS-SQA",

@@ -31,7 +31,8 @@ def test_default_profile_is_the_documented_preset():
     assert spec.real_domain == "world" and spec.real_world["worlds"] == WORLDS
     assert (spec.trials, spec.real_trials) == (10, 20)  # >= 10 simulated, >= 20 real per cell
     assert spec.tasks == ("cup",) and spec.image_size == (64, 64) and spec.max_frames == 200
-    assert spec.metrics == ("psnr", "ssim") and spec.deployment == {"fisheye_mode": "direct"}
+    assert spec.metrics == ("psnr", "ssim", "lpips")
+    assert spec.deployment == {"fisheye_mode": "direct"}
     assert spec_from_dict(spec.to_json()) == spec  # a StudySpec written back resolved
     spec.validate_registries()
 
