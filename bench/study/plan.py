@@ -91,9 +91,15 @@ def measure_rollouts(spec: StudySpec) -> dict[str, float]:
     scene, bundle = _first_clean_bundle(spec)
     seconds = {}
     for task in spec.tasks:
-        env = bench.sim.make_env(task, bundle, image_size=spec.image_size,
-                                 max_frames=spec.frames_limit(scene, task),
-                                 render_backend=spec.render_backend)
+        overrides = {"image_size": spec.image_size, "max_frames": spec.frames_limit(scene, task),
+                     "render_backend": spec.render_backend}
+        if spec.real_domain == "world":  # the world's rig in the simulated domain too
+            from bench.study.world_domain import make_domain_env
+
+            env = make_domain_env(spec, scene=scene, task=task, domain="sim", bundle=bundle,
+                                  overrides=overrides)
+        else:
+            env = bench.sim.make_env(task, bundle, **overrides)
         try:
             policy = make_policy(spec.policies[task][0], env, seed=spec.seed)
             start = time.perf_counter()
