@@ -20,10 +20,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "design, hours: see docs/demo.md).")
     _add_profile_arguments(p)
     p.set_defaults(func=run)
+    commands = p.add_subparsers(dest="demo_command", metavar="{build}",
+                                help="further demo commands (`bench demo build -h`)")
+    add_build_parser(commands)
 
 
 def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", default=None, help="output directory (required)")
     p.add_argument("--profile", default="default",
                    help=f"study preset: {', '.join(PROFILE_NAMES)} [default]")
     p.add_argument("--quick", action="store_true", help="same as --profile quick")
@@ -52,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
     from bench.safety import preflight_output_dir
 
+    if args.out is None:
+        raise BenchError("bench demo needs --out DIR (the output directory)")
     profile = "quick" if args.quick else args.profile
     if args.quick and args.profile not in ("default", "quick"):
         raise BenchError(f"--quick and --profile {args.profile} contradict; give one of them")
@@ -79,4 +84,57 @@ def run(args: argparse.Namespace) -> int:
         return 0
     preflight_output_dir(args.out, overwrite=args.overwrite)
     run_demo(config)
+    return 0
+
+
+def add_build_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench demo build`` (the reconstructed backgrounds of the demo worlds)."""
+    p = subparsers.add_parser(
+        "build", help="regenerate the demo's reconstructed backgrounds (capture + training)",
+        description="Simulate a handheld 200-degree fisheye capture of each ground-truth world, "
+        "select frames, reproject to pinhole views, seed from depth and train the clean and "
+        "the three coverage backgrounds (gsplat on CUDA, the CPU Warp trainer otherwise). "
+        "Deterministic and resumable per (world, condition).")
+    p.add_argument("--out", required=True, help="output directory (scenes/, captures/, work/)")
+    p.add_argument("--worlds", default=None,
+                   help="comma-separated worlds [default gt-duo,gt-flat,gt-g2]")
+    p.add_argument("--conditions", default=None,
+                   help="comma-separated conditions [default clean,central-pinhole,"
+                   "contiguous-30,random-30]")
+    p.add_argument("--iters", type=int, default=None,
+                   help="training iterations per background [default: BuildConfig.iters]")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an existing --out: finished artifacts with the same inputs "
+                   "are kept, the rest is (re)built")
+    p.add_argument("--backend", default="auto", choices=("auto", "cpu", "gsplat"),
+                   help="trainer backend [default auto: gsplat on CUDA, else cpu]")
+    p.set_defaults(func=run_build)
+
+
+def _names(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    if text is None:
+        return default
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def run_build(args: argparse.Namespace) -> int:
+    import dataclasses
+    from pathlib import Path
+
+    from bench.demo.build import DEMO_CONDITIONS, DEMO_WORLDS, BuildConfig, build, check_names
+    from bench.errors import BenchError
+
+    worlds = _names(args.worlds, DEMO_WORLDS)
+    conditions = _names(args.conditions, DEMO_CONDITIONS)
+    check_names(worlds, conditions)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.resume:
+        raise BenchError(f"--out {out} exists and is not empty; pass --resume to continue it "
+                         "or choose a new --out")
+    config = BuildConfig(backend=args.backend)
+    if args.iters is not None:
+        if args.iters < 1:
+            raise BenchError(f"--iters must be >= 1, got {args.iters}")
+        config = dataclasses.replace(config, iters=args.iters)
+    build(out, worlds=worlds, conditions=conditions, config=config)
     return 0

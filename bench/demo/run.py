@@ -132,42 +132,45 @@ def get_profile(name: str) -> DemoProfile:
     return PROFILES[name]
 
 
-def shipped_assets() -> dict[str, Any]:
-    """Scenes, coverage bundles, captures, policies and rig of the demo (StudySpec fields).
+def shipped_scenes() -> dict[str, Any]:
+    """The demo's scenes as StudySpec fields: the reconstructions of the ground-truth worlds.
 
-    The reconstructions of the ground-truth worlds (``bench.demo.build``: clean + the
-    three coverage retrainings, each a bundle registered to its world; the capture
-    manifest whose ``test_views`` are the held-out Test references), the two learned
-    policies per task (``bench.policies.learned.DEMO_POLICIES``) and the real domain's
-    settings (``bench.demo.real.REAL_DOMAIN``: the ones the policies were trained with).
+    ``bench.demo.build``: the clean background of each world and its three coverage
+    retrainings (bundles registered to the world), and the capture manifest whose
+    ``test_views`` are the held-out Test references (ground-truth captures never trained on).
     """
     from bench.demo.build import DEMO_CONDITIONS, shipped_bundle, shipped_capture
-    from bench.demo.real import REAL_DOMAIN
-    from bench.policies.learned import DEMO_POLICIES
 
     coverage = [c for c in DEMO_CONDITIONS if c != "clean"]
     return {"scenes": {s: str(shipped_bundle(w, "clean")) for s, w in WORLDS.items()},
             "extra_conditions": {c: {s: str(shipped_bundle(w, c)) for s, w in WORLDS.items()}
                                  for c in coverage},
-            "captures": {s: str(shipped_capture(w)) for s, w in WORLDS.items()},
-            "policies": {t: tuple(DEMO_POLICIES[t]) for t in TASKS},
+            "captures": {s: str(shipped_capture(w)) for s, w in WORLDS.items()}}
+
+
+def learned_policies() -> dict[str, Any]:
+    """The two learned policies per task and the real domain's settings (StudySpec fields).
+
+    ``bench.policies.learned.DEMO_POLICIES`` on the ``yubi-dual`` rig with the settings
+    of ``bench.demo.real.REAL_DOMAIN`` (the ones the policies were trained with).
+    """
+    from bench.demo.real import REAL_DOMAIN
+    from bench.policies.learned import DEMO_POLICIES
+
+    return {"policies": {t: tuple(DEMO_POLICIES[t]) for t in TASKS},
             "real_world": {"cameras": "yubi-dual", "tilt_deg": REAL_DOMAIN.tilt_deg,
                            "shadows": REAL_DOMAIN.shadows, "sensor": REAL_DOMAIN.sensor}}
 
 
-def standin_assets() -> dict[str, Any]:
-    """Stand-in for :func:`shipped_assets` while the assets are built.
-
-    The sample rooms (seeds 0, 1, 2), no coverage retrainings or held-out captures, the
-    scripted visual policies on the single wrist camera.
-    """
-    return {"sample_scenes": {"duo": 0, "flat": 1, "g2": 2}, "sample_gaussians": 20000,
-            "extra_conditions": {}, "captures": {},
-            "policies": {t: ("visual-servo", "visual-glance") for t in TASKS},
+def scripted_policies() -> dict[str, Any]:
+    """The scripted visual policies on the single wrist camera (StudySpec fields)."""
+    return {"policies": {t: ("visual-servo", "visual-glance") for t in TASKS},
             "real_world": {"cameras": "wrist", "shadows": False}}
 
 
-demo_assets = standin_assets  # the assets every profile runs on
+def demo_assets() -> dict[str, Any]:
+    """Scenes, coverage bundles, captures, policies and rig every profile runs on."""
+    return {**shipped_scenes(), **scripted_policies()}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,211 @@
+"""bench demo build: simulated capture, reconstruction, shipped backgrounds (issue 12 item 2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.demo.build import (
+    ASSETS,
+    DEMO_CONDITIONS,
+    DEMO_WORLDS,
+    BuildConfig,
+    build,
+    prepare_torch,
+    shipped_bundle,
+    shipped_capture,
+    test_view_scores,
+)
+from bench.demo.capture import CaptureConfig, _room_box, walk_path
+from bench.demo.worlds import get_world
+
+prepare_torch()  # at collection, before any test renders with MuJoCo (see prepare_torch)
+
+TINY = BuildConfig(
+    capture=CaptureConfig(video_frames=12, intervals=6, fisheye_px=64, face_px=32, view_px=32,
+                          test_views=4, test_px=32, seed_points=1500),
+    iters=100, eval_every=50, max_gaussians=3000)
+
+
+@pytest.fixture(scope="module")
+def tiny_build(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo-build")
+    build(out, worlds=("gt-duo",), conditions=("clean", "contiguous-30"), config=TINY,
+          progress=False)
+    return out
+
+
+def _output_hashes(folder: Path) -> dict[str, str]:
+    data = json.loads((folder / "manifest.json").read_text())
+    return {name: entry["sha256"] for name, entry in data["outputs"].items()}
+
+
+@pytest.mark.parametrize("world", DEMO_WORLDS)
+def test_capture_path_walks_once_around_the_table(world):
+    config = get_world(world)
+    path = walk_path(config, CaptureConfig())
+    eyes = path["eyes"]
+    turn = np.unwrap(np.arctan2(eyes[:, 1], eyes[:, 0]))
+    assert abs(turn[-1] - turn[0]) > 0.9 * 2 * math.pi  # one loop (the last step closes it)
+    assert np.all(np.abs(np.diff(turn)) < 0.3)  # smooth: no jumps between frames
+    table = config.table_spec()
+    local = np.abs(table.to_local(eyes[:, :2]))
+    outside = np.maximum(local - np.asarray(table.size) / 2, 0.0)
+    assert np.all(np.hypot(*outside.T) > 0.1)  # never over the table (>= 10 cm off its edge)
+    lo, hi = _room_box(config)
+    assert np.all((eyes[:, :2] >= lo - 1e-9) & (eyes[:, :2] <= hi + 1e-9))
+    assert 0.25 < eyes[:, 2].min() < eyes[:, 2].max() < 0.75  # chest height, varying
+    assert eyes[:, 2].std() > 0.03
+    for pose, aim in zip(path["poses"], path["aims"], strict=True):  # looks at the table
+        to_aim = (aim - pose[:3, 3]) / np.linalg.norm(aim - pose[:3, 3])
+        assert float(pose[:3, 2] @ to_aim) > math.cos(math.radians(3))
+
+
+@pytest.mark.slow  # shares the tiny build (~1-2 min on the shared 2 cores)
+def test_build_is_deterministic_and_resumable(tiny_build, tmp_path):
+    again = tmp_path / "again"
+    build(again, worlds=("gt-duo",), conditions=("clean",), config=TINY, progress=False)
+    for rel in ("scenes/gt-duo/clean", "captures/gt-duo"):
+        first, second = _output_hashes(tiny_build / rel), _output_hashes(again / rel)
+        assert first == second and first
+        assert (tiny_build / rel / "manifest.json").read_bytes() == (
+            again / rel / "manifest.json").read_bytes()
+    ply = tiny_build / "scenes/gt-duo/clean/background.ply"
+    stamp = ply.stat().st_mtime_ns
+    build(tiny_build, worlds=("gt-duo",), conditions=("clean",), config=TINY, progress=False)
+    assert ply.stat().st_mtime_ns == stamp  # resumed: finished artifacts are kept
+    changed = dataclasses.replace(TINY, iters=101)
+    build(tiny_build, worlds=("gt-duo",), conditions=("clean",), config=changed, progress=False)
+    assert json.loads((tiny_build / "scenes/gt-duo/clean/train_config.json").read_text())[
+        "iters"] == 101  # stale inputs are rebuilt
+
+
+@pytest.mark.slow  # shares the tiny build (~1-2 min on the shared 2 cores)
+def test_test_views_are_held_out(tiny_build):
+    from bench.recon.capture import CaptureManifest
+
+    full = CaptureManifest.load(tiny_build / "work/gt-duo/capture/capture.json")
+    trainer = json.loads((tiny_build / "scenes/gt-duo/clean/train_manifest.json").read_text())
+    test_ids = {v.id for v in full.test_views}
+    assert test_ids and not test_ids & set(trainer["train_view_ids"])
+    assert len(trainer["train_view_ids"]) == 9 * len(full.frames)
+    train_images = {v.image for v in full.views}
+    assert not train_images & {v.image for v in full.test_views}
+    centres = np.stack([v.camera.position for v in full.views])
+    for view in full.test_views:  # poses no training view has (lower, at wrist height)
+        assert np.linalg.norm(centres - view.camera.position, axis=1).min() > 0.05
+    shipped = CaptureManifest.load(tiny_build / "captures/gt-duo/capture.json",
+                                   require_views=False)
+    assert [v.id for v in shipped.test_views] == [v.id for v in full.test_views]
+    assert shipped.frame_ids == full.frame_ids and not shipped.views
+    contiguous = json.loads((tiny_build / "scenes/gt-duo/contiguous-30/coverage_plan.json")
+                            .read_text())
+    assert len(contiguous["removed"]) == 2  # round_half_up(0.3 * 6)
+
+
+@pytest.mark.slow  # shares the tiny build (~1-2 min on the shared 2 cores)
+def test_frame_selection_keeps_the_sharpest_frame_per_interval(tiny_build):
+    import cv2
+
+    from bench.recon.capture import CaptureManifest, laplacian_sharpness
+
+    full = CaptureManifest.load(tiny_build / "work/gt-duo/capture/capture.json")
+    video = sorted((tiny_build / "work/gt-duo/capture/video").glob("frame_*.png"))
+    sharp = np.array([laplacian_sharpness(cv2.imread(str(p), cv2.IMREAD_GRAYSCALE))
+                      for p in video])
+    per = len(video) // len(full.frames)
+    chosen = [int(f.id[1:]) for f in full.frames]
+    for k, index in enumerate(chosen):
+        members = range(k * per, (k + 1) * per)
+        assert index in members and sharp[index] == sharp[list(members)].max()
+    assert sharp.std() > 0.05 * sharp.mean()  # motion blur varies: selection has a choice
+
+
+@pytest.mark.slow  # shares the tiny build (~1-2 min on the shared 2 cores)
+def test_bundle_is_registered_to_the_world(tiny_build):
+    from bench.scene.bundle import load_scene
+
+    scene = load_scene(shipped_bundle("gt-duo", "clean", root=tiny_build))
+    assert np.allclose(scene.world_from_splat, np.eye(4))
+    assert scene.table == get_world("gt-duo").table_spec()
+    assert scene.background.sh_degree == 1 and len(scene.background) <= 3000
+
+
+def test_bad_names_exit_2_with_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "demo", "build", "--out",
+                           str(tmp_path / "o"), "--worlds", "gt-nope"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "gt-nope" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------- the shipped assets
+def test_shipped_assets_exist_and_fit_the_budget():
+    total = sum(p.stat().st_size for p in (ASSETS / "scenes").rglob("*") if p.is_file())
+    total += sum(p.stat().st_size for p in (ASSETS / "captures").rglob("*") if p.is_file())
+    assert total < 45e6
+    for world in DEMO_WORLDS:
+        assert shipped_capture(world).is_file()
+        for condition in DEMO_CONDITIONS:
+            manifest = json.loads((shipped_bundle(world, condition) / "manifest.json")
+                                  .read_text())
+            assert manifest["params"]["condition"] == condition
+            assert manifest["trainer_version"]["tool"] == "train/1"
+
+
+@pytest.fixture(scope="module")
+def shipped_scores():
+    return {(w, c): test_view_scores(shipped_bundle(w, c), shipped_capture(w))
+            for w in DEMO_WORLDS for c in ("clean", "contiguous-30")}
+
+
+@pytest.mark.slow
+def test_clean_reconstruction_is_real(shipped_scores):
+    for world in DEMO_WORLDS:
+        values = [r["psnr"] for r in shipped_scores[(world, "clean")]]
+        assert all(math.isfinite(v) for v in values)
+        assert 14.0 < float(np.mean(values)) < 35.0  # neither unrelated nor a copy
+
+
+@pytest.mark.slow
+def test_contiguous_30_is_worse_near_the_removed_interval(shipped_scores):
+    from bench.demo.build import near_removed_views
+
+    for world in DEMO_WORLDS:
+        near = near_removed_views(world)  # Test views whose nearest frame was removed
+        assert near, world
+        clean = np.mean([shipped_scores[(world, "clean")][k]["psnr"] for k in near])
+        contiguous = np.mean([shipped_scores[(world, "contiguous-30")][k]["psnr"] for k in near])
+        assert contiguous < clean, (world, contiguous, clean)
+
+
+def test_worlds_test_views_differ():
+    from bench.recon.train import load_image
+    from metrics.psnr import psnr
+
+    images = {}
+    for world in DEMO_WORLDS:
+        from bench.recon.capture import CaptureManifest
+
+        manifest = CaptureManifest.load(shipped_capture(world), require_views=False)
+        images[world] = np.stack([load_image(manifest.root / v.image)
+                                  for v in manifest.test_views])
+    for a in range(3):
+        for b in range(a + 1, 3):
+            value = float(np.mean(psnr(images[DEMO_WORLDS[a]], images[DEMO_WORLDS[b]])))
+            assert value < 15.0, (DEMO_WORLDS[a], DEMO_WORLDS[b], value)
+
+
+@pytest.mark.slow
+def test_real_renderer_differs_from_the_clean_reconstruction():
+    from bench.demo.build import wrist_view_psnr
+
+    value = wrist_view_psnr("gt-duo", size=64)
+    assert 15.0 < value < 35.0
