@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.cli import main
@@ -24,9 +26,15 @@ def test_profile_names_and_executor():
 
 def test_default_profile_is_the_documented_preset():
     spec = _spec("default")
-    coverage = [c for c in COVERAGE if c in demo_assets()["extra_conditions"]]
     assert spec.conditions == ("clean", *PRESETS)
-    assert list(spec.extra_conditions) == coverage
+    assert list(spec.extra_conditions) == list(COVERAGE) and len(spec.all_conditions) == 10
+    assets = demo_assets()
+    assert spec.scenes == assets["scenes"] and spec.captures == assets["captures"]
+    for scene, world in WORLDS.items():  # the reconstructions of the worlds, held-out captures
+        assert Path(spec.scenes[scene]).parts[-2:] == (world, "clean")
+        assert Path(spec.captures[scene]).name == "capture.json"
+        for cond in COVERAGE:
+            assert Path(spec.extra_conditions[cond][scene]).parts[-2:] == (world, cond)
     assert spec.scene_names == list(WORLDS)
     assert spec.real_domain == "world" and spec.real_world["worlds"] == WORLDS
     assert (spec.trials, spec.real_trials) == (10, 20)  # >= 10 simulated, >= 20 real per cell
