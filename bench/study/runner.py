@@ -365,7 +365,7 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
         sources[scene] = held_out.label if held_out is not None else (
             SYNTHETIC if gt is not None else "renders-only")
         clean_bundle = load_scene(clean.path)
-        probe = scene_cameras(clean_bundle, "obs_probe")
+        probe = probe_cameras(clean_bundle)
         test = scene_cameras(clean_bundle, "test") if held_out is None else None
         for cond in spec.all_conditions:
             bar.set_postfix_str(f"{scene}/{cond}")
@@ -395,6 +395,26 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
             bar.update(1)
     bar.close()
     store.set_meta("test_sources", json.dumps(sources, sort_keys=True))
+
+
+def probe_cameras(bundle: Any) -> list:
+    """OBS-Probe cameras: the scene's ``obs_probe`` role, else a default probe orbit.
+
+    The default is the sample room's probe (12 pinhole views, 128 x 128 px, on a 60-degree
+    arc of radius 0.9 m, 0.45 m above the table centre, looking at it), placed at the
+    bundle's table: a scene that ships no probe cameras (e.g. the demo's reconstructions)
+    is still probed from where a robot would look.
+    """
+    from metrics.views import scene_cameras
+
+    if "obs_probe" in bundle.cameras:
+        return scene_cameras(bundle, "obs_probe")
+    from bench.scene.cameras import Camera, orbit
+
+    target = (*bundle.table.center, bundle.table.height)
+    return [Camera("pinhole", 128, 128, 90.0, 90.0, 64.0, 64.0, pose, name=f"probe_{i:02d}")
+            for i, pose in enumerate(orbit(target, radius=0.9, height=0.45, num_views=12,
+                                           start_deg=-120.0, sweep_deg=60.0))]
 
 
 def _renamed(views: Any, scene: str) -> Any:
