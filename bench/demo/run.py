@@ -353,8 +353,18 @@ def stage_study(ctx: DemoContext) -> None:
                 sizes[scene] - counts.get("removed", 0) + counts.get("added", 0)),
             "removed": counts.get("removed", 0), "added": counts.get("added", 0),
             "moved": counts.get("moved", 0),
-            "path": str(bundle.path.relative_to(ctx.root)),
+            "path": _shown_path(bundle.path, ctx.root),
             "manifest_sha256": bundle.manifest_sha256[:12]})
+
+
+def _shown_path(path: Path, root: Path) -> str:
+    """``path`` relative to the output, or to the checkout for a shipped bundle."""
+    import bench
+
+    for base in (root, Path(bench.__file__).resolve().parents[1]):
+        if path.resolve().is_relative_to(base.resolve()):
+            return str(path.resolve().relative_to(base.resolve()))
+    return str(path)
 
 
 def stage_yubi(ctx: DemoContext) -> None:
