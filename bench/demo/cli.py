@@ -85,12 +85,14 @@ def add_train_policies_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=int, default=None,
                    help="demonstrations recorded per task (count) [default 300]")
     p.add_argument("--epochs", type=int, default=None,
-                   help="training epochs (count) [default: each recipe's, 30]")
+                   help="training epochs (count) [default: the recipe's, 30 Cup/Tape, 20 Pen]")
     p.add_argument("--evaluate", type=int, default=0,
                    help="then roll each policy out this many times per task in the "
                    "ground-truth worlds and write OUT/eval.{csv,md} (count) [default 0]")
     p.add_argument("--resume", action="store_true",
                    help="keep the datasets and policies in --out whose config and inputs match")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out written by the bench")
     p.set_defaults(func=run_train_policies)
 
 
@@ -112,7 +114,11 @@ def run_train_policies(args: argparse.Namespace) -> int:
         raise BenchError(f"--evaluate must be >= 0, got {args.evaluate}")
     out = Path(args.out)
     if not (args.resume and (out / MARKER).is_file()):
-        preflight_output_dir(out, overwrite=False)
+        preflight_output_dir(out, overwrite=args.overwrite)
+        if out.exists():  # --overwrite of a bench output: start afresh
+            import shutil
+
+            shutil.rmtree(out)
     from bench.demo.bc import TrainPoliciesConfig, train_policies, write_evaluation
 
     out.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,10 @@ LEARNED_POLICIES = ("bc-large", "bc-small")
 #: task -> the (pi_1, pi_2) pair of learned policies the demo compares.
 DEMO_POLICIES = {"cup": LEARNED_POLICIES, "tape": LEARNED_POLICIES, "pen": LEARNED_POLICIES}
 OBSERVATION_KEYS = ("wrist_left", "wrist_right")
+#: Chunk rows a learned policy returns per query (the rest of the env's chunk is hold rows):
+#: it re-plans after 8 frames instead of running Cup's 16-row chunk open loop
+#: (docs/demo-policies.md: 4/9 Cup successes with 8 rows, 1/24 with all 16, 0/6 with 4).
+EXECUTED_ROWS = 8
 
 
 def policy_dir(name: str, task: str, *, root: Path | None = None) -> Path:
@@ -43,13 +47,15 @@ class LearnedPolicy:
         seed: Unused (the policy is deterministic).
         name: Registered policy name (asset folder).
         root: Asset root (default: the shipped ``bench/demo/assets/policies``).
+        rows: Rows of the predicted chunk returned per query (:data:`EXECUTED_ROWS`;
+            None: all ``horizon`` rows).
     """
 
     privileged = False
     action_mode = "delta"
 
     def __init__(self, env: Any, *, seed: int = 0, name: str = "bc-large",
-                 root: str | Path | None = None) -> None:
+                 root: str | Path | None = None, rows: int | None = EXECUTED_ROWS) -> None:
         from bench.demo.bc import load_network
         from bench.errors import BenchError
 
@@ -62,6 +68,9 @@ class LearnedPolicy:
         self.task = task
         self.seed = seed
         self.net, self.config = load_network(directory)
+        if rows is not None and rows < 1:
+            raise BenchError(f"rows must be >= 1 (chunk rows executed per query), got {rows}")
+        self.rows = rows
 
     def reset(self, *, seed: int | None = None) -> None:
         """Nothing to reset: the policy is a pure function of the observation."""
@@ -76,8 +85,9 @@ class LearnedPolicy:
         if missing:
             raise PolicyError(f"policy {self.name!r}: observation lacks camera(s) {missing}; "
                               "run it with cameras='yubi-dual' (obs_mode='rgb')")
-        return predict_chunk(self.net, self.config, images["wrist_left"],
-                             images["wrist_right"], obs["proprio"])
+        chunk = predict_chunk(self.net, self.config, images["wrist_left"],
+                              images["wrist_right"], obs["proprio"])
+        return chunk if self.rows is None else chunk[:self.rows]
 
 
 def _register() -> None:
