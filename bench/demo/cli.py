@@ -20,9 +20,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "design, hours: see docs/demo.md).")
     _add_profile_arguments(p)
     p.set_defaults(func=run)
-    commands = p.add_subparsers(dest="demo_command", metavar="{build}",
-                                help="further demo commands (`bench demo build -h`)")
+    commands = p.add_subparsers(dest="demo_command", metavar="{build,train-policies}",
+                                help="further demo commands (`bench demo build -h`, "
+                                "`bench demo train-policies -h`)")
     add_build_parser(commands)
+    add_train_policies_parser(commands)
 
 
 def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
@@ -137,4 +139,67 @@ def run_build(args: argparse.Namespace) -> int:
             raise BenchError(f"--iters must be >= 1, got {args.iters}")
         config = dataclasses.replace(config, iters=args.iters)
     build(out, worlds=worlds, conditions=conditions, config=config)
+    return 0
+
+
+def add_train_policies_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench demo train-policies`` (issue 12 item 3: the learned policies)."""
+    p = subparsers.add_parser(
+        "train-policies", help="re-record the demonstrations and retrain the learned policies",
+        description="Record the scripted expert's noisy demonstrations in the three "
+        "ground-truth worlds and train the behaviour-cloned policies (bc-large, bc-small) "
+        "per task, deterministically; writes OUT/demos/, OUT/policies/<name>/<task>/ "
+        "(the layout of bench/demo/assets/policies) and OUT/manifest.json. See "
+        "docs/demo-policies.md.")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--tasks", default="cup,tape,pen",
+                   help="comma-separated tasks (cup, tape, pen) [default all three]")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="demonstrations recorded per task (count) [default 300]")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="training epochs (count) [default: the recipe's, 30 Cup/Tape, 20 Pen]")
+    p.add_argument("--evaluate", type=int, default=0,
+                   help="then roll each policy out this many times per task in the "
+                   "ground-truth worlds and write OUT/eval.{csv,md} (count) [default 0]")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the datasets and policies in --out whose config and inputs match")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out written by the bench")
+    p.set_defaults(func=run_train_policies)
+
+
+def run_train_policies(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bench.errors import BenchError
+    from bench.safety import MARKER, marker_json, preflight_output_dir
+
+    tasks = tuple(t.strip().lower() for t in args.tasks.split(",") if t.strip())
+    bad = sorted(set(tasks) - {"cup", "tape", "pen"})
+    if not tasks or bad:
+        raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
+    for name in ("episodes", "epochs"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise BenchError(f"--{name} must be >= 1, got {value}")
+    if args.evaluate < 0:
+        raise BenchError(f"--evaluate must be >= 0, got {args.evaluate}")
+    out = Path(args.out)
+    if not (args.resume and (out / MARKER).is_file()):
+        preflight_output_dir(out, overwrite=args.overwrite)
+        if out.exists():  # --overwrite of a bench output: start afresh
+            import shutil
+
+            shutil.rmtree(out)
+    from bench.demo.bc import TrainPoliciesConfig, train_policies, write_evaluation
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_bytes(marker_json())
+    options = {"tasks": tasks, "epochs": args.epochs}
+    if args.episodes is not None:
+        options["episodes"] = args.episodes
+    train_policies(out, TrainPoliciesConfig(**options), resume=args.resume)
+    if args.evaluate:
+        write_evaluation(out, tasks=tasks, trials=args.evaluate)
+    print(f"wrote {out}")
     return 0

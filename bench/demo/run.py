@@ -170,7 +170,7 @@ def scripted_policies() -> dict[str, Any]:
 
 def demo_assets() -> dict[str, Any]:
     """Scenes, coverage bundles, captures, policies and rig every profile runs on."""
-    return {**shipped_scenes(), **scripted_policies()}
+    return {**shipped_scenes(), **learned_policies()}
 
 
 @dataclass(frozen=True)
