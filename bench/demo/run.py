@@ -73,7 +73,7 @@ class DemoProfile:
         workers: Process-executor workers (1: the serial executor).
         fisheye_mode: How the simulated domain draws the Gaussian background into the
             fisheyes (``deployment.fisheye_mode``): ``direct`` (each Gaussian projected with
-            the fisheye model, 3.3x cheaper per rollout on CPU, docs/demo.md) or ``cubemap``
+            the fisheye model, 3.2x cheaper per rollout on CPU, docs/demo.md) or ``cubemap``
             (six pinhole faces remapped, exact). The real domain has no Gaussians.
     """
 
