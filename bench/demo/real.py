@@ -24,6 +24,7 @@ the observation space is unchanged).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -138,3 +139,65 @@ def make_real_env(world: WorldConfig | str, task: str = "cup", *,
     if sensor and env.config.obs_mode == "rgb":
         return SensorWrapper(env, config)
     return env
+
+
+@dataclass(frozen=True)
+class RealDomainConfig:
+    """The demo's "real"-domain render settings: the one source for demonstrations and evaluation.
+
+    The learned policies (:mod:`bench.policies.learned`) are trained on demonstrations
+    recorded with these settings (:mod:`bench.demo.demos`) and the demo evaluates its
+    "real" trials with the same ones (:meth:`make_env`).
+
+    Attributes:
+        image_size: Wrist image (height, width) per fisheye, pixels.
+        shadows: MuJoCo shadow maps. Off: about 7x cheaper per query in software GL at
+            64 x 64 (docs/demo-worlds.md "Speed"; docs/demo-policies.md for the measurement
+            that chose it), so hundreds of "real" rollouts fit a 15-minute demo.
+        tilt_deg: Forward tilt of the ``yubi-dual`` wrist fisheyes (:func:`demo_rig`).
+        sensor: Apply the world's sensor model (noise, exposure, white balance, vignetting).
+        max_frames: Episode time limit, 10 Hz frames (the scripted expert needs about 40;
+            200 bounds the cost of a failing policy's episode).
+    """
+
+    image_size: tuple[int, int] = (64, 64)
+    shadows: bool = False
+    tilt_deg: float = DEMO_TILT_DEG
+    sensor: bool = True
+    max_frames: int = 200
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "image_size", tuple(int(v) for v in self.image_size))
+        if len(self.image_size) != 2 or min(self.image_size) < 8:
+            raise ValueError(f"image_size must be (height, width) >= 8 px, got {self.image_size}")
+        if self.max_frames < 1:
+            raise ValueError(f"max_frames must be >= 1, got {self.max_frames}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The resolved settings as a JSON-ready dict."""
+        return {"image_size": list(self.image_size), "shadows": self.shadows,
+                "tilt_deg": self.tilt_deg, "sensor": self.sensor, "max_frames": self.max_frames}
+
+    def make_env(self, world: WorldConfig | str, task: str = "cup", **overrides: Any) -> gym.Env:
+        """:func:`make_real_env` of ``world`` and ``task`` with these settings.
+
+        Args:
+            world: World config or id (``gt-duo``, ``gt-flat``, ``gt-g2``).
+            task: ``cup``, ``tape`` or ``pen``.
+            **overrides: Further :class:`~bench.sim.config.EnvConfig` fields (``execute``,
+                ``max_frames``, ...); ``image_size`` and ``shadows`` come from this config.
+        """
+        return make_real_env(world, task, tilt_deg=self.tilt_deg, sensor=self.sensor,
+                             **{"max_frames": self.max_frames, **overrides,
+                                "image_size": self.image_size,
+                                "shadows": self.shadows})
+
+
+#: The settings the demo's "real" domain uses (demonstrations and evaluation).
+REAL_DOMAIN = RealDomainConfig()
+
+
+def make_env(world: WorldConfig | str, task: str = "cup", *,
+             config: RealDomainConfig = REAL_DOMAIN, **overrides: Any) -> gym.Env:
+    """A "real"-domain env with the demo's settings (:data:`REAL_DOMAIN` unless ``config``)."""
+    return config.make_env(world, task, **overrides)

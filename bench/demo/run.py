@@ -1,25 +1,34 @@
-"""The main job (``bench demo``): the whole study end to end on a bundled synthetic world.
+"""The main job (``bench demo``): the whole study end to end on the bundled worlds.
 
 A clear sequence of stage functions; each takes the run context and returns
 nothing, recording what it made in ``context.records`` / ``context.outputs``.
 The whole run is written into a staged directory that is renamed into place
 only when every stage succeeded.
 
+A run is one **profile** (:data:`PROFILES`: ``quick``, ``default``, ``paper``), a
+:class:`DemoProfile` that :func:`profile_spec` turns into a
+:class:`~bench.study.spec.StudySpec` preset on the demo's assets
+(:func:`demo_assets`): the three scenes (the reconstructed backgrounds of the
+ground-truth worlds ``gt-duo``, ``gt-flat``, ``gt-g2``), the shipped coverage
+retrainings as extra conditions, the held-out captures for the Test views, and
+per task two policies. The "real" domain is ``real_domain: "world"``
+(:mod:`bench.study.world_domain`): the "real" trials run in the MuJoCo
+ground-truth worlds, the simulated ones on the reconstructions. Rollouts run on
+the process executor (2 workers). Costs and the profiles' budgets: ``docs/demo.md``.
+
 Stages:
 
-1. ``study`` - :func:`bench.study.runner.run_study` on three generated sample
-   rooms (seeds 0, 1, 2: stand-ins for Duo, Flat and G2) under clean + the six
-   artifact presets: condition bundles + manifests (``scenes/``), synthetic
-   captures (``captures/``), quality scores, paired rollouts of
-   ``visual-servo`` vs ``visual-glance`` per task, verdict tables
+1. ``study`` - :func:`bench.study.runner.run_study`: condition bundles +
+   manifests (``scenes/``), quality scores, paired rollouts, verdict tables
    (``tables/``) and figures (``figures/``), all rows in ``results.sqlite``
 2. ``yubi`` - the YUBI-Real2Sim tables regenerated from the shipped public data
    (``yubi/``)
 3. ``summary`` - ``summary.csv`` / ``summary.md`` (conditions, ranking agreement,
    reliability) and the same on stdout
 
-Same seed and options -> the same tables (rollouts, scores and manifests are
-deterministic; figures are byte-stable on one matplotlib build).
+Same seed and profile -> the same tables (rollouts, scores and manifests are
+deterministic whichever executor runs them; figures are byte-stable on one
+matplotlib build).
 """
 
 from __future__ import annotations
@@ -34,9 +43,134 @@ from typing import Any
 
 from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest, staged_output_dir
 
-VERSION = 2
+VERSION = 3
 PRESETS = ("hole-54", "hole-90", "floaters-low", "floaters-mid", "floaters-high", "warp")
-SCENES = (("duo", 0), ("flat", 1), ("g2", 2))
+#: Demo scene name -> its ground-truth world (the "real" domain of every profile).
+WORLDS = {"duo": "gt-duo", "flat": "gt-flat", "g2": "gt-g2"}
+#: The retrained coverage conditions shipped with the demo (prepared bundles per world).
+COVERAGE = ("central-pinhole", "contiguous-30", "random-30")
+TASKS = ("cup", "tape", "pen")
+
+
+@dataclass(frozen=True)
+class DemoProfile:
+    """One named demo preset: the study settings of ``bench demo --profile NAME``.
+
+    Attributes:
+        name: Profile name (``quick``, ``default``, ``paper``).
+        description: One line for ``--help`` and the docs.
+        tasks: Tasks evaluated.
+        trials: Simulated rollouts per (scene, condition, task, policy) cell.
+        real_trials: Ground-truth-world rollouts per (scene, task, policy).
+        presets: Artifact presets besides clean.
+        coverage: Shipped coverage retrainings used as extra conditions.
+        image_size: Wrist image (height, width), pixels, in both domains.
+        max_frames: Time limit in 10 Hz frames (a number, or ``{scene: {task: frames}}``;
+            None: the task's default, 600).
+        metrics: Quality scorers of the Test / OBS-Probe views.
+        obs_policy_every: Keep every k-th policy query's frame for OBS-Policy (0: off; it
+            scores NR metrics only, so it is on where NVS-SQA is).
+        workers: Process-executor workers (1: the serial executor).
+        fisheye_mode: How the simulated domain draws the Gaussian background into the
+            fisheyes (``deployment.fisheye_mode``): ``direct`` (each Gaussian projected with
+            the fisheye model, 3.2x cheaper per rollout on CPU, docs/demo.md) or ``cubemap``
+            (six pinhole faces remapped, exact). The real domain has no Gaussians.
+    """
+
+    name: str
+    description: str
+    tasks: tuple[str, ...]
+    trials: int
+    real_trials: int
+    presets: tuple[str, ...] = PRESETS
+    coverage: tuple[str, ...] = COVERAGE
+    image_size: tuple[int, int] = (64, 64)
+    max_frames: int | dict[str, dict[str, int]] | None = 200
+    metrics: tuple[str, ...] = ("psnr", "ssim")
+    obs_policy_every: int = 0
+    workers: int = 2
+    fisheye_mode: str = "direct"
+
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """Every condition of the profile: clean, the presets, the coverage retrainings."""
+        return ("clean", *self.presets, *self.coverage)
+
+
+def _yubi_max_frames() -> dict[str, dict[str, int]]:
+    from bench.study.spec import YUBI_MAX_FRAMES
+
+    return {scene: {task: 600 for task in TASKS} | YUBI_MAX_FRAMES.get(scene, {})
+            for scene in WORLDS}
+
+
+PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
+    DemoProfile("quick", "smoke run (~3 min): Cup, 1 simulated / 2 real trials per cell, "
+                "clean + hole-90 + contiguous-30, 64 px, 120 frames, PSNR",
+                tasks=("cup",), trials=1, real_trials=2, presets=("hole-90",),
+                coverage=("contiguous-30",), max_frames=120, metrics=("psnr",)),
+    DemoProfile("default", "the main run (<= 15 min on 2 cores): Cup, 10 simulated / 20 real "
+                "trials per cell, all ten conditions, 64 px, 200 frames, PSNR + SSIM + LPIPS",
+                tasks=("cup",), trials=10, real_trials=20,
+                metrics=("psnr", "ssim", "lpips")),
+    DemoProfile("paper", "YUBI's design (hours; estimate in docs/demo.md): all tasks, 80 "
+                "simulated / 20 real trials, all ten conditions, YUBI time limits, "
+                "PSNR + SSIM + LPIPS + NVS-SQA",
+                tasks=TASKS, trials=80, real_trials=20, max_frames=None,
+                metrics=("psnr", "ssim", "lpips", "nvs-sqa"),
+                obs_policy_every=4, fisheye_mode="cubemap"),
+)}
+
+
+def get_profile(name: str) -> DemoProfile:
+    """The profile called ``name`` (one-line error naming the choices)."""
+    from bench.errors import BenchError
+
+    if name not in PROFILES:
+        raise BenchError(f"unknown demo profile {name!r}; choose one of {list(PROFILES)} "
+                         "(--profile)")
+    return PROFILES[name]
+
+
+def shipped_scenes() -> dict[str, Any]:
+    """The demo's scenes as StudySpec fields: the reconstructions of the ground-truth worlds.
+
+    ``bench.demo.build``: the clean background of each world and its three coverage
+    retrainings (bundles registered to the world), and the capture manifest whose
+    ``test_views`` are the held-out Test references (ground-truth captures never trained on).
+    """
+    from bench.demo.build import DEMO_CONDITIONS, shipped_bundle, shipped_capture
+
+    coverage = [c for c in DEMO_CONDITIONS if c != "clean"]
+    return {"scenes": {s: str(shipped_bundle(w, "clean")) for s, w in WORLDS.items()},
+            "extra_conditions": {c: {s: str(shipped_bundle(w, c)) for s, w in WORLDS.items()}
+                                 for c in coverage},
+            "captures": {s: str(shipped_capture(w)) for s, w in WORLDS.items()}}
+
+
+def learned_policies() -> dict[str, Any]:
+    """The two learned policies per task and the real domain's settings (StudySpec fields).
+
+    ``bench.policies.learned.DEMO_POLICIES`` on the ``yubi-dual`` rig with the settings
+    of ``bench.demo.real.REAL_DOMAIN`` (the ones the policies were trained with).
+    """
+    from bench.demo.real import REAL_DOMAIN
+    from bench.policies.learned import DEMO_POLICIES
+
+    return {"policies": {t: tuple(DEMO_POLICIES[t]) for t in TASKS},
+            "real_world": {"cameras": "yubi-dual", "tilt_deg": REAL_DOMAIN.tilt_deg,
+                           "shadows": REAL_DOMAIN.shadows, "sensor": REAL_DOMAIN.sensor}}
+
+
+def scripted_policies() -> dict[str, Any]:
+    """The scripted visual policies on the single wrist camera (StudySpec fields)."""
+    return {"policies": {t: ("visual-servo", "visual-glance") for t in TASKS},
+            "real_world": {"cameras": "wrist", "shadows": False}}
+
+
+def demo_assets() -> dict[str, Any]:
+    """Scenes, coverage bundles, captures, policies and rig every profile runs on."""
+    return {**shipped_scenes(), **learned_policies()}
 
 
 @dataclass(frozen=True)
@@ -45,43 +179,143 @@ class DemoConfig:
 
     Attributes:
         out: Output directory.
-        seed: Seed of every editor and of the capture noise (scene seeds are in ``scenes``).
-        n_gaussians: Background Gaussians of each sample room (count).
-        presets: Perturbation presets (registry names), run besides clean.
-        scenes: (name, sample-room seed) of each scene.
-        tasks: Tasks to evaluate.
-        trials: Simulated rollouts per (scene, condition, task, policy) cell.
-        real_trials: "Real"-domain rollouts per (scene, task, policy) (the ``simulated-real``
-            stand-in: the clean world on other starts; YUBI's real count, 20).
-        max_frames: Rollout time limit, 10 Hz frames.
-        metrics: Quality scorers.
-        obs_policy_every: Keep every k-th policy query's wrist frame for OBS-Policy.
+        profile: Profile name (:data:`PROFILES`).
+        seed: Seed of every editor and of the capture noise.
+        tasks: Tasks (None: the profile's).
+        trials: Simulated rollouts per cell (None: the profile's).
+        real_trials: Ground-truth-world rollouts per (scene, task, policy) (None: the profile's).
+        workers: Process-executor workers (None: the profile's; 1 runs serially).
         overwrite: Replace an existing output directory.
     """
 
     out: Path
+    profile: str = "default"
     seed: int = 0
-    n_gaussians: int = 20000
-    presets: tuple[str, ...] = PRESETS
-    scenes: tuple[tuple[str, int], ...] = SCENES
-    tasks: tuple[str, ...] = ("cup", "tape", "pen")
-    trials: int = 3
-    real_trials: int = 20
-    max_frames: int = 200
-    metrics: tuple[str, ...] = ("psnr", "ssim", "lpips", "nvs-sqa")
-    obs_policy_every: int = 4
+    tasks: tuple[str, ...] | None = None
+    trials: int | None = None
+    real_trials: int | None = None
+    workers: int | None = None
     overwrite: bool = False
 
-    def study_spec(self):
-        """The :class:`~bench.study.spec.StudySpec` this demo runs."""
-        from bench.study.spec import StudySpec
+    def resolved_profile(self) -> DemoProfile:
+        """The profile with this config's overrides applied."""
+        import dataclasses
 
-        return StudySpec(name="demo", sample_scenes=dict(self.scenes),
-                         sample_gaussians=self.n_gaussians,
-                         conditions=("clean", *self.presets), seed=self.seed, tasks=self.tasks,
-                         trials=self.trials, real_trials=self.real_trials,
-                         max_frames=self.max_frames, metrics=self.metrics,
-                         real_domain="simulated", obs_policy_every=self.obs_policy_every)
+        base = get_profile(self.profile)
+        given = {k: getattr(self, k) for k in ("tasks", "trials", "real_trials", "workers")
+                 if getattr(self, k) is not None}
+        return dataclasses.replace(base, **given)
+
+    def study_spec(self):
+        """The :class:`~bench.study.spec.StudySpec` this demo runs (the profile as a preset)."""
+        return profile_spec(self.resolved_profile(), seed=self.seed)
+
+    def executor(self):
+        """The :class:`~bench.study.executors.ExecutorConfig` of the rollouts."""
+        from bench.study.executors import ExecutorConfig
+
+        workers = self.resolved_profile().workers
+        return ExecutorConfig(kind="process", workers=workers) if workers > 1 else \
+            ExecutorConfig()
+
+
+def profile_spec(profile: DemoProfile, *, seed: int = 0):
+    """``profile`` as a :class:`~bench.study.spec.StudySpec` on the demo's assets."""
+    from bench.study.spec import StudySpec
+
+    assets = demo_assets()
+    settings = assets.pop("real_world")  # rig and render settings of the real domain
+    extra = {c: per_scene for c, per_scene in assets.pop("extra_conditions").items()
+             if c in profile.coverage}
+    policies = {t: assets["policies"][t] for t in profile.tasks}
+    scenes = list(assets.get("sample_scenes", {})) + list(assets.get("scenes", {}))
+    max_frames = profile.max_frames
+    if max_frames is None:
+        max_frames = {s: v for s, v in _yubi_max_frames().items() if s in scenes}
+        max_frames = {s: {t: f for t, f in v.items() if t in profile.tasks}
+                      for s, v in max_frames.items()}
+    return StudySpec(name="demo", **{**assets, "policies": policies},
+                     extra_conditions=extra, conditions=("clean", *profile.presets),
+                     seed=seed, tasks=profile.tasks, trials=profile.trials,
+                     real_trials=profile.real_trials, image_size=profile.image_size,
+                     max_frames=max_frames, metrics=profile.metrics,
+                     obs_policy_every=profile.obs_policy_every,
+                     deployment={"fisheye_mode": profile.fisheye_mode}, real_domain="world",
+                     real_world={"worlds": {s: WORLDS[s] for s in scenes}, **settings})
+
+
+def _clean_bundle(spec: Any, scene: str) -> Any:
+    import dataclasses
+
+    from bench.scene.bundle import load_scene
+    from bench.scene.sample import make_sample_scene
+
+    if scene in spec.sample_scenes:
+        made = make_sample_scene(seed=spec.sample_scenes[scene], n_gaussians=spec.sample_gaussians)
+        return dataclasses.replace(made, name=scene)
+    return load_scene(spec.scenes[scene])
+
+
+def measure_rollout_costs(spec: Any) -> dict[tuple[str, str, str], float]:
+    """(domain, task, policy) -> seconds of one rollout (first scene, clean, first start).
+
+    Each env is built as the study's workers build it
+    (:func:`bench.study.world_domain.make_domain_env`); env construction is not timed.
+    """
+    import bench.policies.visual  # noqa: F401 - registers the visual policies
+    from bench.policies import make_policy
+    from bench.sim.rollout import run_episode
+    from bench.study.runner import init_index
+    from bench.study.world_domain import make_domain_env
+
+    scene = spec.scene_names[0]
+    bundle = _clean_bundle(spec, scene)
+    costs = {}
+    for task in spec.tasks:
+        overrides = {"image_size": spec.image_size, "max_frames": spec.frames_limit(scene, task),
+                     "render_backend": spec.render_backend}
+        for domain in ("sim", "real"):
+            env = make_domain_env(spec, scene=scene, task=task, domain=domain, bundle=bundle,
+                                  overrides=overrides)
+            try:
+                for name in spec.policies[task]:
+                    policy = make_policy(name, env, seed=spec.seed)
+                    started = time.perf_counter()
+                    run_episode(env, policy, init_index=init_index(spec, domain, 0))
+                    costs[(domain, task, name)] = time.perf_counter() - started
+            finally:
+                env.close()
+    return costs
+
+
+def estimate_demo(config: DemoConfig, *, report: bool = False) -> dict[str, Any]:
+    """Rollout counts of ``config``'s profile and its rollout time from measured costs.
+
+    The estimate is sum(count x measured seconds) over (domain, task, policy), divided by
+    the workers (2 workers on 2 cores scale ~1.8x, measured in docs/executors.md, so this
+    is optimistic by ~10 %); bundles, quality scoring and the YUBI stage are not included.
+    """
+    from bench.study.runner import rollout_plan
+
+    spec = config.study_spec()
+    profile = config.resolved_profile()
+    counts: dict[tuple[str, str, str], int] = {}
+    for domain, _, _, task, _ in rollout_plan(spec):
+        for name in spec.policies[task]:
+            counts[(domain, task, name)] = counts.get((domain, task, name), 0) + 1
+    costs = measure_rollout_costs(spec)
+    seconds = sum(n * costs[key] for key, n in counts.items()) / profile.workers
+    result = {"profile": profile.name, "workers": profile.workers,
+              "sim_rollouts": sum(n for k, n in counts.items() if k[0] == "sim"),
+              "real_rollouts": sum(n for k, n in counts.items() if k[0] == "real"),
+              "seconds_per_rollout": {"/".join(k): round(v, 2) for k, v in costs.items()},
+              "rollout_seconds_estimate": round(seconds, 1)}
+    if report:
+        print(f"[bench demo] profile {profile.name}: {result['sim_rollouts']} simulated + "
+              f"{result['real_rollouts']} ground-truth-world rollouts on {profile.workers} "
+              f"worker(s); measured s/rollout {result['seconds_per_rollout']}; rollouts "
+              f"~{seconds / 60:.1f} min (bundles, scoring and the YUBI stage not included)")
+    return result
 
 
 @dataclass
@@ -101,7 +335,8 @@ def stage_study(ctx: DemoContext) -> None:
     """Run the paired study on the three sample rooms into the output root."""
     from bench.study.runner import run_study
 
-    result = run_study(ctx.config.study_spec(), ctx.root, overwrite=False)
+    result = run_study(ctx.config.study_spec(), ctx.root, overwrite=False,
+                       executor=ctx.config.executor())
     ctx.study = result.tables
     for rel in result.tables["files"]:
         ctx.outputs[rel] = ctx.root / rel
@@ -111,13 +346,25 @@ def stage_study(ctx: DemoContext) -> None:
         counts = manifest.get("counts", {})
         if cond == "clean":
             sizes[scene] = counts["gaussians"]
+        given = manifest["tool"] in ("prepared/1", "scene/1")  # a bundle used in place
         ctx.records.append({
             "scene": scene, "condition": cond, "tool": manifest["tool"],
-            "gaussians": sizes[scene] - counts.get("removed", 0) + counts.get("added", 0),
+            "gaussians": counts["gaussians"] if given else (
+                sizes[scene] - counts.get("removed", 0) + counts.get("added", 0)),
             "removed": counts.get("removed", 0), "added": counts.get("added", 0),
             "moved": counts.get("moved", 0),
-            "path": str(bundle.path.relative_to(ctx.root)),
+            "path": _shown_path(bundle.path, ctx.root),
             "manifest_sha256": bundle.manifest_sha256[:12]})
+
+
+def _shown_path(path: Path, root: Path) -> str:
+    """``path`` relative to the output, or to the checkout for a shipped bundle."""
+    import bench
+
+    for base in (root, Path(bench.__file__).resolve().parents[1]):
+        if path.resolve().is_relative_to(base.resolve()):
+            return str(path.resolve().relative_to(base.resolve()))
+    return str(path)
 
 
 def stage_yubi(ctx: DemoContext) -> None:
@@ -150,7 +397,9 @@ def stage_summary(ctx: DemoContext) -> None:
     text += "\n" + markdown_text(
         ["condition", "agree/eligible", "Acc_rank", "MAE (pp)", "MMRV", "Pearson"], ranking,
         title=f"Ranking agreement with the real domain ({ctx.study['real_source']})",
-        notes=["simulated-real: the clean world on other starts, a stand-in (no robot)."])
+        notes=["ground-truth-world: the \"real\" trials ran in the MuJoCo ground-truth worlds "
+               f"{sorted(set(ctx.config.study_spec().real_world['worlds'].values()))}, the "
+               "simulated ones on the scene bundles (no physical robot)."])
     rel = ctx.study["reliability"]
     if "methods" in rel:
         targets = list(next(iter(rel["methods"].values())))
@@ -190,7 +439,12 @@ def run_demo(config: DemoConfig) -> Path:
             stage(ctx)
             ctx.timings[name] = round(time.perf_counter() - started, 3)
             print(f"[bench demo] stage {name} done in {ctx.timings[name]:.1f}s", file=sys.stderr)
-        atomic_write_json(tmp / "config.json", config)
+        import dataclasses
+
+        atomic_write_json(tmp / "config.json", {
+            **{f.name: getattr(config, f.name) for f in dataclasses.fields(config)},
+            "resolved_profile": config.resolved_profile(),
+            "executor": config.executor().to_json()})
         manifest = make_manifest(tool=f"demo/{VERSION}", params=config, seed=config.seed,
                                  outputs=ctx.outputs,
                                  counts={"conditions": len(ctx.records)},

@@ -20,6 +20,7 @@ server and ``lerobot`` (:mod:`bench.policies.lerobot_policy`) a local LeRobot
 
 from bench.policies import baselines as _baselines  # noqa: F401 - registers baselines
 from bench.policies import expert as _expert  # noqa: F401 - registers experts
+from bench.policies import learned as _learned  # noqa: F401 - registers bc-large, bc-small
 from bench.policies import lerobot_policy as _lerobot  # noqa: F401 - registers lerobot
 from bench.policies import remote as _remote  # noqa: F401 - registers openpi
 from bench.policies import rope as _rope  # noqa: F401 - registers the rope experts

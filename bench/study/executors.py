@@ -222,7 +222,7 @@ class WorkerState:
         self.spec = spec
         self.keep_env = keep_env
         self._bundle: tuple[tuple[str, str], Any] | None = None
-        self._env: tuple[tuple[str, str, str], Any, dict] | None = None
+        self._env: tuple[tuple[str, str, str, str], Any, dict] | None = None
 
     def background(self, scene: str, condition: str, path: str) -> Any:
         """The condition's scene bundle (one kept in memory at a time)."""
@@ -241,16 +241,22 @@ class WorkerState:
         from bench.policies.entry import build_ref
         from bench.study.deployment import Deployment
 
-        if self._env is not None and self._env[0] == chunk.group:
+        if self._env is not None and self._env[0] == (*chunk.group, chunk.domain):
             return self._env[1], self._env[2]
         self.close()
         spec = self.spec
         deployment = Deployment.from_dict(spec.deployment)
         bundle = self.background(chunk.scene, chunk.condition, chunk.bundle)
-        env = bench.sim.make_env(chunk.task, bundle, image_size=spec.image_size,
-                                 max_frames=spec.frames_limit(chunk.scene, chunk.task),
-                                 render_backend=spec.render_backend,
-                                 **deployment.env_overrides())
+        overrides = {"image_size": spec.image_size,
+                     "max_frames": spec.frames_limit(chunk.scene, chunk.task),
+                     "render_backend": spec.render_backend, **deployment.env_overrides()}
+        if spec.real_domain == "world":  # "real" trials in the ground-truth world
+            from bench.study.world_domain import make_domain_env
+
+            env = make_domain_env(spec, scene=chunk.scene, task=chunk.task, domain=chunk.domain,
+                                  bundle=bundle, overrides=overrides)
+        else:
+            env = bench.sim.make_env(chunk.task, bundle, **overrides)
         try:
             policies = {p: (build_ref(spec.policy_refs[p], env, seed=spec.seed)
                             if p in spec.policy_refs else make_policy(p, env, seed=spec.seed))
@@ -258,7 +264,7 @@ class WorkerState:
         except BaseException:
             env.close()
             raise
-        self._env = (chunk.group, env, policies)
+        self._env = ((*chunk.group, chunk.domain), env, policies)
         return env, policies
 
     def close(self) -> None:

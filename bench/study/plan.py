@@ -93,9 +93,15 @@ def measure_rollouts(spec: StudySpec) -> dict[str, float]:
     scene, bundle = _first_clean_bundle(spec)
     seconds = {}
     for task in spec.tasks:
-        env = bench.sim.make_env(task, bundle, image_size=spec.image_size,
-                                 max_frames=spec.frames_limit(scene, task),
-                                 render_backend=spec.render_backend)
+        overrides = {"image_size": spec.image_size, "max_frames": spec.frames_limit(scene, task),
+                     "render_backend": spec.render_backend}
+        if spec.real_domain == "world":  # the world's rig in the simulated domain too
+            from bench.study.world_domain import make_domain_env
+
+            env = make_domain_env(spec, scene=scene, task=task, domain="sim", bundle=bundle,
+                                  overrides=overrides)
+        else:
+            env = bench.sim.make_env(task, bundle, **overrides)
         try:
             policy = make_policy(spec.policies[task][0], env, seed=spec.seed)
             start = time.perf_counter()
@@ -130,7 +136,7 @@ def make_plan(spec: StudySpec, *, measure: bool = True) -> StudyPlan:
     sim = sum(len(spec.policies[t]) for d, _, _, t, _ in blocks if d == "sim")
     real = sum(len(spec.policies[t]) for d, _, _, t, _ in blocks if d == "real")
     trainings = planned_trainings(spec)
-    source = "simulated-real"
+    source = "ground-truth-world" if spec.real_domain == "world" else "simulated-real"
     if spec.real_results is not None:
         from bench.study.real_results import read_real_results
 

@@ -99,7 +99,7 @@ def check_bundles(spec: StudySpec) -> tuple[list[Path], int]:
 
     inputs: list[Path] = []
     background_bytes = 0
-    for what, _scene, root, clean in _bundle_inputs(spec):
+    for what, scene, root, clean in _bundle_inputs(spec):
         try:
             bundle, background = read_scene_spec(root)
             if not background.is_file():
@@ -108,7 +108,11 @@ def check_bundles(spec: StudySpec) -> tuple[list[Path], int]:
                 read_ply_header(background)
             background_bytes += background.stat().st_size
             inputs += [root, background]
+            # Test cameras come from the held-out capture when there is one; a scene without
+            # obs_probe cameras gets the default probe orbit (runner.probe_cameras)
             roles = ("test", "obs_probe") if clean else ()
+            roles = [r for r in roles if not (r == "test" and scene in spec.captures)
+                     and not (r == "obs_probe" and r not in bundle.cameras)]
             for role in roles:
                 if role not in bundle.cameras:
                     raise BenchError(f"scene.json has no {role!r} camera role (the quality stage "

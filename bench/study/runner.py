@@ -19,7 +19,9 @@ continues a killed run without redoing or duplicating anything):
    The "real" domain of the synthetic world is the same env on the *clean*
    scene with initial conditions ``real_condition_offset + trial`` (a disjoint
    seeded block of the task grid): the policy's true skill on the undamaged
-   world, measured on starts the simulated trials never see.
+   world, measured on starts the simulated trials never see. With
+   ``real_domain: "world"`` the "real" trials run in the scenes' MuJoCo ground-truth
+   worlds instead (:mod:`bench.study.world_domain`, labelled ``ground-truth-world``).
 4. :func:`score_obs_policy` - OBS-Policy: the wrist frames every simulated
    rollout's policy saw (every ``obs_policy_every``-th query, kept under
    ``obs_policy/``) scored with the NR metrics per condition.
@@ -363,7 +365,7 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
         sources[scene] = held_out.label if held_out is not None else (
             SYNTHETIC if gt is not None else "renders-only")
         clean_bundle = load_scene(clean.path)
-        probe = scene_cameras(clean_bundle, "obs_probe")
+        probe = probe_cameras(clean_bundle)
         test = scene_cameras(clean_bundle, "test") if held_out is None else None
         for cond in spec.all_conditions:
             bar.set_postfix_str(f"{scene}/{cond}")
@@ -395,6 +397,26 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
     store.set_meta("test_sources", json.dumps(sources, sort_keys=True))
 
 
+def probe_cameras(bundle: Any) -> list:
+    """OBS-Probe cameras: the scene's ``obs_probe`` role, else a default probe orbit.
+
+    The default is the sample room's probe (12 pinhole views, 128 x 128 px, on a 60-degree
+    arc of radius 0.9 m, 0.45 m above the table centre, looking at it), placed at the
+    bundle's table: a scene that ships no probe cameras (e.g. the demo's reconstructions)
+    is still probed from where a robot would look.
+    """
+    from metrics.views import scene_cameras
+
+    if "obs_probe" in bundle.cameras:
+        return scene_cameras(bundle, "obs_probe")
+    from bench.scene.cameras import Camera, orbit
+
+    target = (*bundle.table.center, bundle.table.height)
+    return [Camera("pinhole", 128, 128, 90.0, 90.0, 64.0, 64.0, pose, name=f"probe_{i:02d}")
+            for i, pose in enumerate(orbit(target, radius=0.9, height=0.45, num_views=12,
+                                           start_deg=-120.0, sweep_deg=60.0))]
+
+
 def _renamed(views: Any, scene: str) -> Any:
     import dataclasses
 
@@ -409,7 +431,7 @@ def rollout_plan(spec: StudySpec) -> list[tuple[str, str, str, str, int]]:
     plan = []
     for scene in spec.scene_names:
         for task in spec.tasks:
-            if spec.simulated_real:  # with real_results the robot's counts are data
+            if spec.rolls_out_real:  # with real_results the robot's counts are data
                 plan += [("real", scene, CLEAN, task, t) for t in range(spec.real_trials)]
         for cond in spec.all_conditions:
             for task in spec.tasks:
@@ -525,7 +547,14 @@ def record_real_source(spec: StudySpec, out: Path, store: ResultsStore, real: An
     """
     from bench.study.real_results import SIMULATED_REAL
 
-    if real is None:
+    if real is None and spec.real_domain == "world":  # ground-truth worlds (world_domain)
+        from bench.study.world_domain import WORLD_REAL
+
+        data = {"kind": WORLD_REAL, "label": WORLD_REAL, "worlds": spec.real_world["worlds"]}
+        manifest = make_manifest(tool="real-domain/1", params={"real_domain": spec.real_domain,
+                                                               "real_world": spec.real_world},
+                                 seed=spec.seed, extra=data)
+    elif real is None:
         data = {"kind": SIMULATED_REAL, "label": SIMULATED_REAL}
         manifest = make_manifest(tool="real-domain/1", params={"real_domain": spec.real_domain},
                                  seed=spec.seed, extra=data)

@@ -61,7 +61,7 @@ def default_conditions() -> tuple[str, ...]:
 DEFAULT_POLICIES = ("visual-servo", "visual-glance")
 #: Per-task defaults where the visual policies cannot run (the deformable rope: issue 16).
 TASK_DEFAULT_POLICIES = {"rope": ("rope-expert", "rope-expert-hasty")}
-REAL_DOMAINS = ("results", "simulated")
+REAL_DOMAINS = ("results", "simulated", "world")
 #: The YUBI time limits (PAPERS.md): 600 frames, 1,800 for Duo Tape/Pen and G2 Pen.
 YUBI_MAX_FRAMES = {"duo": {"tape": 1800, "pen": 1800}, "g2": {"pen": 1800}}
 #: Training settings of coverage retrainings a spec may set (``coverage_training``).
@@ -113,7 +113,12 @@ class StudySpec:
         real_domain: ``"results"`` (needs ``real_results``) or ``"simulated"`` (the clean
             simulator on other starts, labelled ``simulated-real``). None: ``results`` with
             ``real_results``, ``simulated`` for a spec of generated worlds only; a spec with
-            user scenes must say which.
+            user scenes must say which. ``"world"``: the "real" trials run in MuJoCo
+            ground-truth worlds (``real_world``; :mod:`bench.study.world_domain`), labelled
+            ``ground-truth-world``.
+        real_world: With ``real_domain: "world"``: ``worlds`` (scene -> world id) and the
+            world settings (:class:`bench.study.world_domain.WorldDomain`: cameras, tilt,
+            shadows, sensor, physics offset).
         captures: Scene -> held-out captures for the Test views: a capture manifest
             (``bench capture``; its ``test_views``) or a folder of images + a camera file
             (JSON, COLMAP text/binary model, ``transforms.json``). Generated worlds without an
@@ -158,6 +163,7 @@ class StudySpec:
     alpha: float = 0.05
     real_results: str | None = None
     real_domain: str | None = None
+    real_world: dict[str, Any] = field(default_factory=dict)
     captures: dict[str, str] = field(default_factory=dict)
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)
     coverage_training: dict[str, Any] = field(default_factory=dict)
@@ -286,8 +292,10 @@ class StudySpec:
         if self.real_domain == "results" and self.real_results is None:
             raise BenchError("real_domain \"results\" needs \"real_results\": a CSV of your "
                              "robot's outcomes")
-        if self.real_domain == "simulated" and self.real_results is not None:
-            raise BenchError("give either real_results or real_domain \"simulated\", not both")
+        if self.real_domain in ("simulated", "world") and self.real_results is not None:
+            raise BenchError(f"give either real_results or real_domain \"{self.real_domain}\", "
+                             "not both")
+        self._check_real_world(names)
         for key in ("captures", "initial_points"):
             unknown = sorted(set(getattr(self, key)) - set(names))
             if unknown:
@@ -319,6 +327,18 @@ class StudySpec:
             if unknown:
                 raise BenchError(f"reliability_variants {unknown} are not conditions of the "
                                  f"study ({self.all_conditions}); fix the names")
+
+    def _check_real_world(self, names: list[str]) -> None:
+        if self.real_domain != "world":
+            if self.real_world:
+                raise BenchError("real_world is for real_domain \"world\"; set real_domain to "
+                                 "\"world\" or drop real_world")
+            return
+        from bench.study.world_domain import WorldDomain
+
+        domain = WorldDomain.from_dict(self.real_world)
+        domain.check_scenes(names)
+        object.__setattr__(self, "real_world", domain.to_json())  # resolved: every default
 
     def frames_limit(self, scene: str, task: str) -> int | None:
         """Time limit of one (scene, task) in 10 Hz frames (None: the task's default)."""
@@ -364,6 +384,10 @@ class StudySpec:
                     check_policy_task(name, spec)  # rope experts <-> the rope task
         for metric in self.metrics:
             scorer_info(metric)
+        if self.real_domain == "world":
+            from bench.study.world_domain import WorldDomain
+
+            WorldDomain.from_dict(self.real_world).check_registry()
         if self.render_backend != "auto":
             from bench.render import resolve_backend
 
@@ -408,6 +432,11 @@ class StudySpec:
     def simulated_real(self) -> bool:
         """True when the "real" domain is the simulator's stand-in (``simulated-real``)."""
         return self.real_domain == "simulated"
+
+    @property
+    def rolls_out_real(self) -> bool:
+        """True when the "real" trials are rollouts (``simulated`` or ``world``), not data."""
+        return self.real_domain in ("simulated", "world")
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -470,7 +499,10 @@ FIELD_TYPES: dict[str, tuple[Any, str]] = {
     "render_backend": (lambda v: isinstance(v, str), "a string"),
     "alpha": (_is_real, "a number"),
     "real_results": (lambda v: v is None or _is_path(v), "a CSV path (or a YUBI data directory)"),
-    "real_domain": (lambda v: v is None or isinstance(v, str), "\"results\" or \"simulated\""),
+    "real_domain": (lambda v: v is None or isinstance(v, str),
+                    "\"results\", \"simulated\" or \"world\""),
+    "real_world": (lambda v: isinstance(v, Mapping),
+                   "an object {worlds: {scene: world id}, cameras, tilt_deg, shadows, ...}"),
     "captures": (lambda v: _is_map(v, _is_path),
                  "an object: scene name -> capture manifest or images folder"),
     "coverage": (lambda v: _is_map(v, lambda m: isinstance(m, Mapping)),

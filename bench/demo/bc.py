@@ -1,0 +1,592 @@
+"""Behaviour cloning of the demo's learned policies: small CNNs on wrist images + proprio.
+
+Input: both wrist fisheye images (resized to ``image_size`` by area averaging, so any
+env image size works) and the 8-D proprioception; nothing else. Output: the first
+``horizon`` rows of the expert's action chunk, predicted as a trajectory in the frame of
+the TCP at the query (position x y z, metres; yaw about the tool z axis, rad; finger
+opening, metres) and turned back into the env's delta rows (:func:`decode_chunk`): the
+rows the env executes (``execute``: 16 Cup, 8 Tape/Pen).
+
+Network (:class:`BCNet`): one convolutional encoder shared by both lenses (stride-2 3x3
+convolutions, ReLU), read out by a spatial softmax (expected image position of each
+channel: where things are) and a global average (what is there); the two lenses'
+features, a lens-independent proprio embedding, then an MLP head. Targets and proprio are
+standardised with the training set's mean and std (stored with the weights).
+
+Training is deterministic: ``torch.manual_seed``, ``torch.use_deterministic_algorithms``,
+one thread, the epoch order and the augmentation drawn from seeded generators; the same
+dataset and :class:`BCConfig` give byte-identical weights (:func:`weights_sha256`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+TARGET_DIM = 5  # x, y, z (m, TCP frame at the query), yaw (rad), opening (m)
+
+
+@dataclass(frozen=True)
+class BCConfig:
+    """One learned policy's training config (the single source of its defaults).
+
+    Attributes:
+        name: Policy name (registry name, asset folder).
+        task: ``cup``, ``tape`` or ``pen``.
+        episodes: Demonstration episodes used (the first ``episodes`` of the dataset).
+        image_size: Square network input size per lens, pixels.
+        augment: Random shifts (pad ``shift_px``, crop) and colour jitter while training.
+        shift_px: Largest random shift of the augmentation, pixels at the input size.
+        jitter: Largest relative brightness / per-channel gain change of the augmentation.
+        channels: Output channels of the encoder's stride-2 convolutions.
+        hidden: Width of the MLP head.
+        horizon: Chunk rows predicted (the env's ``execute`` of the task).
+        epochs: Passes over the data.
+        batch_size: Samples per step.
+        lr: Adam learning rate (cosine decay to 0 over the run).
+        weight_decay: AdamW weight decay.
+        seed: Seed of the initialisation, the epoch order and the augmentation.
+    """
+
+    name: str = "bc"
+    task: str = "cup"
+    episodes: int = 300
+    image_size: int = 64
+    augment: bool = True
+    shift_px: int = 4
+    jitter: float = 0.2
+    channels: tuple[int, ...] = (16, 32, 32, 32)
+    hidden: int = 128
+    horizon: int = 16
+    epochs: int = 30
+    batch_size: int = 64
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "channels", tuple(int(c) for c in self.channels))
+        if self.task not in ("cup", "tape", "pen"):
+            raise ValueError(f"task must be cup, tape or pen, got {self.task!r}")
+        if self.image_size < 16 or self.episodes < 1 or self.horizon < 1 or self.epochs < 1:
+            raise ValueError("image_size >= 16, episodes, horizon and epochs >= 1 required")
+        if not self.channels or self.batch_size < 1 or self.lr <= 0:
+            raise ValueError("channels must be non-empty, batch_size >= 1 and lr > 0")
+
+    def to_json(self) -> dict[str, Any]:
+        """The resolved config as a JSON-ready dict."""
+        out = dataclasses.asdict(self)
+        out["channels"] = list(self.channels)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BCConfig:
+        """Inverse of :meth:`to_json`."""
+        return cls(**{**data, "channels": tuple(data["channels"])})
+
+
+# -- action chunk <-> trajectory targets --------------------------------------------------
+def encode_chunk(actions: np.ndarray, horizon: int) -> np.ndarray:  # [N, T, 7] -> [N, H, 5]
+    """Delta rows -> the trajectory in the query's TCP frame (x, y, z, yaw, opening).
+
+    The expert's rows rotate about the tool z axis only (top-down grasps), so the chained
+    pose of row ``k`` is ``(R_z(psi_k), p_k)`` with ``psi_k = sum rz`` and
+    ``p_k = p_{k-1} + R_z(psi_{k-1}) t_k``.
+    """
+    rows = np.asarray(actions, dtype=np.float64)[:, :horizon]
+    n = len(rows)
+    out = np.zeros((n, horizon, TARGET_DIM))
+    psi = np.zeros(n)
+    p = np.zeros((n, 3))
+    for k in range(horizon):
+        c, s = np.cos(psi), np.sin(psi)
+        t = rows[:, k, :3]
+        p = p + np.stack([c * t[:, 0] - s * t[:, 1], s * t[:, 0] + c * t[:, 1], t[:, 2]], 1)
+        psi = psi + rows[:, k, 5]
+        out[:, k, :3], out[:, k, 3], out[:, k, 4] = p, psi, rows[:, k, 6]
+    return out.astype(np.float32)
+
+
+def decode_chunk(trajectory: np.ndarray) -> np.ndarray:  # [H, 5] -> [H, 7] float32
+    """Inverse of :func:`encode_chunk` for one sample: env delta rows."""
+    traj = np.asarray(trajectory, dtype=np.float64)
+    rows = np.zeros((len(traj), 7))
+    prev_p, prev_psi = np.zeros(3), 0.0
+    for k, (x, y, z, psi, opening) in enumerate(traj):
+        d = np.array([x, y, z]) - prev_p
+        c, s = np.cos(-prev_psi), np.sin(-prev_psi)
+        rows[k, :3] = [c * d[0] - s * d[1], s * d[0] + c * d[1], d[2]]
+        rows[k, 5] = psi - prev_psi
+        rows[k, 6] = max(0.0, opening)
+        prev_p, prev_psi = np.array([x, y, z]), psi
+    return rows.astype(np.float32)
+
+
+# -- network ------------------------------------------------------------------------------
+def build_network(config: BCConfig) -> Any:
+    """A :class:`BCNet` (torch module) for ``config``."""
+    import torch
+    from torch import nn
+
+    class SpatialSoftmax(nn.Module):
+        """[B, C, h, w] -> [B, 2C]: expected (x, y) in [-1, 1] of each channel's softmax."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, c, h, w = x.shape
+            attention = torch.softmax(x.reshape(b, c, h * w), dim=-1).reshape(b, c, h, w)
+            ys = torch.linspace(-1.0, 1.0, h, dtype=x.dtype)
+            xs = torch.linspace(-1.0, 1.0, w, dtype=x.dtype)
+            ex = (attention.sum(2) * xs).sum(-1)
+            ey = (attention.sum(3) * ys).sum(-1)
+            return torch.cat([ex, ey], dim=1)
+
+    class BCNet(nn.Module):
+        """Shared lens encoder + proprio embedding + MLP head (module docstring)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            layers, c_in = [], 3
+            for c_out in config.channels:
+                layers += [nn.Conv2d(c_in, c_out, 3, stride=2, padding=1), nn.ReLU()]
+                c_in = c_out
+            self.encoder = nn.Sequential(*layers)
+            self.keypoints = SpatialSoftmax()
+            c = config.channels[-1]
+            self.proprio = nn.Sequential(nn.Linear(8, 32), nn.ReLU())
+            self.head = nn.Sequential(
+                nn.Linear(2 * 3 * c + 32, config.hidden), nn.ReLU(),
+                nn.Linear(config.hidden, config.hidden), nn.ReLU(),
+                nn.Linear(config.hidden, config.horizon * TARGET_DIM))
+            for name in ("proprio_mean", "proprio_std", "target_mean", "target_std"):
+                size = 8 if name.startswith("proprio") else config.horizon * TARGET_DIM
+                self.register_buffer(name, torch.zeros(size) if "mean" in name
+                                     else torch.ones(size))
+
+        def lens(self, image: torch.Tensor) -> torch.Tensor:  # [B, 3, S, S] in [0, 1]
+            features = self.encoder(image - 0.5)
+            return torch.cat([self.keypoints(features), features.mean(dim=(2, 3))], dim=1)
+
+        def forward(self, left: torch.Tensor, right: torch.Tensor,
+                    proprio: torch.Tensor) -> torch.Tensor:  # -> [B, H*5] standardised
+            state = (proprio - self.proprio_mean) / self.proprio_std
+            joint = torch.cat([self.lens(left), self.lens(right), self.proprio(state)], dim=1)
+            return self.head(joint)
+
+    return BCNet()
+
+
+def prepare_images(images: np.ndarray, size: int) -> Any:  # uint8 [B, H, W, 3] -> [B, 3, S, S]
+    """uint8 images -> float tensor in [0, 1] at ``size`` x ``size`` (area resize)."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float() / 255.0
+    if x.shape[-2:] != (size, size):
+        x = F.interpolate(x, size=(size, size), mode="area")
+    return x
+
+
+def augment_images(x: Any, generator: Any, *, shift_px: int, jitter: float) -> Any:
+    """Random shift (replicate-pad, crop) and brightness / channel-gain jitter, per sample."""
+    import torch
+    import torch.nn.functional as F
+
+    b, _, h, w = x.shape
+    padded = F.pad(x, (shift_px,) * 4, mode="replicate")
+    offsets = torch.randint(0, 2 * shift_px + 1, (b, 2), generator=generator)
+    out = torch.stack([padded[i, :, oy:oy + h, ox:ox + w]
+                       for i, (oy, ox) in enumerate(offsets.tolist())])
+    gain = 1.0 + jitter * (2 * torch.rand(b, 1, 1, 1, generator=generator) - 1)
+    channel = 1.0 + 0.5 * jitter * (2 * torch.rand(b, 3, 1, 1, generator=generator) - 1)
+    return (out * gain * channel).clamp(0.0, 1.0)
+
+
+# -- training -----------------------------------------------------------------------------
+def preload_torch_compiler() -> None:
+    """Import ``torch._dynamo`` (and with it triton) now, before MuJoCo renders.
+
+    ``torch.optim`` and ``torch.use_deterministic_algorithms`` import torch's compiler
+    stack, which loads triton's bundled LLVM; loaded after Mesa's software EGL (MuJoCo's
+    renderer here) it segfaults the process. Loaded first, both work. Every entry point
+    that records and trains in one process calls this before the first render.
+    """
+    import torch._dynamo  # noqa: F401
+
+
+def _deterministic_torch() -> None:
+    """Deterministic kernels on one thread (see :func:`preload_torch_compiler`)."""
+    import torch
+
+    preload_torch_compiler()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+
+
+def train_policy(  # -> (state_dict of tensors, training log)
+    config: BCConfig, data: dict[str, np.ndarray], *, progress: bool = True
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Train one policy on the first ``config.episodes`` episodes of ``data`` (deterministic)."""
+    import time
+
+    import torch
+    from tqdm import tqdm
+
+    from bench.demo.demos import select_episodes
+
+    torch.manual_seed(config.seed)
+    _deterministic_torch()
+    subset = select_episodes(data, config.episodes)
+    left = prepare_images(subset["wrist_left"], config.image_size)
+    right = prepare_images(subset["wrist_right"], config.image_size)
+    proprio = torch.from_numpy(subset["proprio"].astype(np.float32))
+    targets = torch.from_numpy(encode_chunk(subset["actions"], config.horizon)
+                               .reshape(len(proprio), -1))
+    net = build_network(config)
+    net.proprio_mean.copy_(proprio.mean(0))
+    net.proprio_std.copy_(proprio.std(0).clamp_min(1e-3))
+    net.target_mean.copy_(targets.mean(0))
+    net.target_std.copy_(targets.std(0).clamp_min(1e-3))
+    normalised = (targets - net.target_mean) / net.target_std
+    optimiser = torch.optim.AdamW(net.parameters(), lr=config.lr,
+                                  weight_decay=config.weight_decay)
+    n = len(proprio)
+    steps_per_epoch = (n + config.batch_size - 1) // config.batch_size
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser,
+                                                          config.epochs * steps_per_epoch)
+    generator = torch.Generator().manual_seed(config.seed)
+    order_rng = np.random.default_rng(config.seed)
+    losses = []
+    start = time.perf_counter()
+    bar = tqdm(range(config.epochs), desc=f"train {config.name}/{config.task}", unit="epoch",
+               disable=not progress, mininterval=5.0)
+    for _ in bar:
+        order = torch.from_numpy(order_rng.permutation(n))
+        total = 0.0
+        for first in range(0, n, config.batch_size):
+            idx = order[first:first + config.batch_size]
+            lb, rb = left[idx], right[idx]
+            if config.augment:
+                lb = augment_images(lb, generator, shift_px=config.shift_px,
+                                    jitter=config.jitter)
+                rb = augment_images(rb, generator, shift_px=config.shift_px,
+                                    jitter=config.jitter)
+            loss = torch.mean((net(lb, rb, proprio[idx]) - normalised[idx]) ** 2)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            total += loss.item() * len(idx)
+        losses.append(total / n)
+        bar.set_postfix(loss=f"{losses[-1]:.4f}")
+    log = {"samples": int(n), "episodes": int(config.episodes), "epochs": config.epochs,
+           "final_loss": round(losses[-1], 6), "losses": [round(v, 6) for v in losses],
+           "train_seconds": round(time.perf_counter() - start, 1),
+           "parameters": int(sum(p.numel() for p in net.parameters()))}
+    return {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}, log
+
+
+def weights_sha256(state: dict[str, Any]) -> str:
+    """sha256 over the tensors of a state dict (sorted names, dtype, shape, bytes)."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        array = state[name].detach().cpu().numpy()
+        digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def save_policy(directory: Any, config: BCConfig, state: dict[str, Any],
+                manifest: dict[str, Any]) -> None:
+    """Write ``model.safetensors``, ``config.json`` and ``manifest.json`` into ``directory``."""
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    from bench.provenance import atomic_write_json
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(directory / "model.safetensors"),
+              metadata={"name": config.name, "task": config.task})
+    atomic_write_json(directory / "config.json", config.to_json())
+    atomic_write_json(directory / "manifest.json", manifest)
+
+
+def load_network(directory: Any) -> tuple[Any, BCConfig]:
+    """The trained network (eval mode) and its config from a policy directory."""
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    config = BCConfig.from_json(json.loads((directory / "config.json").read_text()))
+    net = build_network(config)
+    net.load_state_dict(load_file(str(directory / "model.safetensors")))
+    net.eval()
+    return net, config
+
+
+def predict_chunk(net: Any, config: BCConfig, left: np.ndarray, right: np.ndarray,
+                  proprio: np.ndarray) -> np.ndarray:  # uint8 [H, W, 3] x2, [8] -> [h, 7]
+    """One query: the env delta rows the network predicts."""
+    import torch
+
+    with torch.no_grad():
+        out = net(prepare_images(left[None], config.image_size),
+                  prepare_images(right[None], config.image_size),
+                  torch.from_numpy(np.asarray(proprio, dtype=np.float32)[None]))
+        trajectory = (out[0] * net.target_std + net.target_mean).reshape(config.horizon,
+                                                                         TARGET_DIM)
+    return decode_chunk(trajectory.numpy())
+
+
+# -- the shipped recipes and `bench demo train-policies` ----------------------------------
+TASK_HORIZON = {"cup": 16, "tape": 8, "pen": 8}  # the env's execute rows per task
+# Pen episodes give ~1.3x the queries of Cup/Tape: 20 epochs keep the samples seen per run
+# close to the others' (~130k vs ~145k) and the CPU time inside the budget.
+TASK_EPOCHS = {"cup": 30, "tape": 30, "pen": 20}
+DEMO_EPISODES = 300  # demonstrations recorded per task (bc-large uses all of them)
+#: name -> the recipe fields that differ (what a real lab varies); task, horizon per task.
+POLICY_RECIPES = {
+    "bc-large": {"episodes": DEMO_EPISODES, "image_size": 64, "augment": True},
+    "bc-small": {"episodes": 60, "image_size": 32, "augment": False},
+}
+TOOL = "train-policies/1"
+
+
+def recipe(name: str, task: str, **overrides: Any) -> BCConfig:
+    """The :class:`BCConfig` of shipped policy ``name`` on ``task``."""
+    return BCConfig(name=name, task=task, horizon=TASK_HORIZON[task],
+                    **{"epochs": TASK_EPOCHS[task], **POLICY_RECIPES[name], **overrides})
+
+
+@dataclass(frozen=True)
+class TrainPoliciesConfig:
+    """What ``bench demo train-policies`` records and trains.
+
+    Attributes:
+        tasks: Tasks to (re)build.
+        policies: Recipe names (:data:`POLICY_RECIPES`).
+        episodes: Demonstrations recorded per task (>= every recipe's ``episodes``).
+        epochs: Training epochs (None: :class:`BCConfig`'s default).
+    """
+
+    tasks: tuple[str, ...] = ("cup", "tape", "pen")
+    policies: tuple[str, ...] = tuple(POLICY_RECIPES)
+    episodes: int = DEMO_EPISODES
+    epochs: int | None = None
+
+    def demo_config(self, task: str) -> Any:
+        from bench.demo.demos import DemonstrationConfig
+
+        return DemonstrationConfig(task=task, episodes=self.episodes)
+
+    def policy_config(self, name: str, task: str) -> BCConfig:
+        overrides: dict[str, Any] = {}
+        if self.epochs is not None:
+            overrides["epochs"] = self.epochs
+        config = recipe(name, task, **overrides)
+        if config.episodes > self.episodes:  # a smaller recording trains on all of it
+            config = dataclasses.replace(config, episodes=self.episodes)
+        return config
+
+
+def _read_json(path: Any) -> dict[str, Any] | None:
+    from pathlib import Path
+
+    path = Path(path)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def build_task_dataset(out: Any, task: str, config: TrainPoliciesConfig, *,
+                       resume: bool, progress: bool = True) -> tuple[dict, dict]:
+    """Record (or, with ``resume`` and a matching summary, reload) one task's demonstrations."""
+    import time
+    from pathlib import Path
+
+    from bench.demo.demos import dataset_summary, load_dataset, record_demonstrations, save_dataset
+    from bench.provenance import atomic_write_json
+
+    demo_config = config.demo_config(task)
+    path = Path(out) / "demos" / f"{task}.npz"
+    summary_path = path.with_suffix(".json")
+    summary = _read_json(summary_path)
+    if resume and summary is not None and summary["config"] == demo_config.to_json() \
+            and path.is_file():
+        data = load_dataset(path)
+        if dataset_summary(data)["sha256"] == summary["sha256"]:
+            return data, summary
+    start = time.perf_counter()
+    data = record_demonstrations(demo_config, progress=progress)
+    seconds = time.perf_counter() - start
+    save_dataset(path, data)
+    summary = {"config": demo_config.to_json(), **dataset_summary(data, seconds=seconds)}
+    atomic_write_json(summary_path, summary)
+    return data, summary
+
+
+def build_policy(out: Any, name: str, task: str, data: dict, demo_summary: dict,
+                 config: TrainPoliciesConfig, *, resume: bool,
+                 progress: bool = True) -> dict[str, Any]:
+    """Train (or keep, with ``resume`` and a matching manifest) one policy; its manifest."""
+    from pathlib import Path
+
+    from bench.demo.demos import dataset_summary, select_episodes
+    from bench.provenance import make_manifest
+
+    bc_config = config.policy_config(name, task)
+    directory = Path(out) / "policies" / name / task
+    old = _read_json(directory / "manifest.json")
+    if resume and old is not None and old["params"] == bc_config.to_json() \
+            and old["data"]["recording_sha256"] == demo_summary["sha256"] \
+            and (directory / "model.safetensors").is_file():
+        return old
+    subset = dataset_summary(select_episodes(data, bc_config.episodes))
+    state, log = train_policy(bc_config, data, progress=progress)
+    demo = demo_summary["config"]
+    manifest = make_manifest(
+        tool=TOOL, params=bc_config.to_json(), seed=bc_config.seed,
+        counts={"samples": subset["samples"], "episodes": subset["episodes"],
+                "parameters": log["parameters"]},
+        extra={"data": {
+            "recording": demo, "recording_sha256": demo_summary["sha256"],
+            "recording_episodes": demo_summary["episodes"],
+            "recording_samples": demo_summary["samples"],
+            "conditions": [demo["condition_offset"],
+                           demo["condition_offset"] + bc_config.episodes - 1],
+            "noise_seeds": f"numpy default_rng([{demo['seed']}, episode]), episode 0.."
+                           f"{bc_config.episodes - 1}",
+            "worlds": demo["worlds"], "episodes": subset["episodes"],
+            "samples": subset["samples"], "expert_success": subset["expert_success"],
+            "sha256": subset["sha256"]},
+            "training": log, "weights_sha256": weights_sha256(state)})
+    save_policy(directory, bc_config, state, manifest)
+    return manifest
+
+
+def train_policies(out: Any, config: TrainPoliciesConfig, *, resume: bool = False,
+                   progress: bool = True) -> dict[str, Any]:
+    """Record the demonstrations and train every (policy, task) under ``out``.
+
+    Layout: ``out/demos/<task>.npz`` + ``.json`` (dataset and its summary),
+    ``out/policies/<name>/<task>/`` (weights, config, manifest: the shipped asset layout),
+    ``out/manifest.json``. Every file is written atomically; ``resume`` keeps the
+    datasets and policies whose config and input sha256 match.
+    """
+    from pathlib import Path
+
+    from bench.provenance import atomic_write_json, make_manifest
+
+    preload_torch_compiler()
+    entries = {}
+    for task in config.tasks:
+        data, summary = build_task_dataset(out, task, config, resume=resume, progress=progress)
+        for name in config.policies:
+            manifest = build_policy(out, name, task, data, summary, config, resume=resume,
+                                    progress=progress)
+            entries[f"{name}/{task}"] = {"weights_sha256": manifest["weights_sha256"],
+                                         "data_sha256": manifest["data"]["sha256"],
+                                         "samples": manifest["data"]["samples"]}
+    manifest = make_manifest(
+        tool=TOOL, params={"tasks": list(config.tasks), "policies": list(config.policies),
+                           "episodes": config.episodes, "epochs": config.epochs},
+        seed=0, counts={"policies": len(entries)}, extra={"policies": entries})
+    atomic_write_json(Path(out) / "manifest.json", manifest)
+    return manifest
+
+
+# -- measuring the "real" success rates ---------------------------------------------------
+EVAL_CONDITION_OFFSET = 9000  # fresh starts: past the demos (5000+) and the study (100+, 1000+)
+
+
+def evaluate_policy(name: str, task: str, *, trials: int,
+                    condition_offset: int = EVAL_CONDITION_OFFSET,
+                    worlds: tuple[str, ...] | None = None, root: Any = None,
+                    progress: bool = True) -> list[dict[str, Any]]:
+    """Roll a learned policy out in the ground-truth worlds at the real-domain settings.
+
+    Trial ``t`` runs in ``worlds[t % len(worlds)]`` from condition ``condition_offset + t``
+    with :data:`bench.demo.real.REAL_DOMAIN` (the study's rollout loop,
+    :func:`bench.sim.rollout.run_episode`). Returns one row per trial.
+    """
+    from tqdm import tqdm
+
+    from bench.demo.demos import WORLD_IDS
+    from bench.demo.real import REAL_DOMAIN
+    from bench.policies.learned import LearnedPolicy
+    from bench.sim.rollout import run_episode
+
+    worlds = tuple(worlds or WORLD_IDS)
+    envs: dict[str, Any] = {}
+    rows = []
+    for trial in tqdm(range(trials), desc=f"eval {name}/{task}", unit="ep",
+                      disable=not progress, mininterval=5.0):
+        world = worlds[trial % len(worlds)]
+        if world not in envs:
+            envs[world] = REAL_DOMAIN.make_env(world, task)
+        env = envs[world]
+        policy = LearnedPolicy(env.unwrapped, name=name, root=root)
+        record, _, _ = run_episode(env, policy, init_index=condition_offset + trial,
+                                   episode=trial, policy_name=name)
+        rows.append({"policy": name, "task": task, "world": world, "trial": trial,
+                     "condition": condition_offset + trial, "success": bool(record.success),
+                     "frames": int(record.frames), "status": str(record.status)})
+    for env in envs.values():
+        env.close()
+    return rows
+
+
+def summarise_rates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (policy, task): successes, trials, rate and its 95 % Wilson interval."""
+    from protocols.stats import wilson_interval
+
+    out = []
+    for key in sorted({(r["policy"], r["task"]) for r in rows}):
+        sel = [r for r in rows if (r["policy"], r["task"]) == key]
+        k, n = sum(r["success"] for r in sel), len(sel)
+        interval = wilson_interval(k, n)
+        out.append({"policy": key[0], "task": key[1], "successes": k, "trials": n,
+                    "rate": round(k / n, 4), "wilson_low": round(interval.low, 4),
+                    "wilson_high": round(interval.high, 4)})
+    return out
+
+
+def write_evaluation(out: Any, *, tasks: tuple[str, ...], trials: int,
+                     policies: tuple[str, ...] = tuple(POLICY_RECIPES),
+                     root: Any = None) -> list[dict[str, Any]]:
+    """Evaluate every (policy, task) ``trials`` times; write ``eval_trials.csv``, ``eval.{csv,md}``.
+
+    ``root`` is the policy asset root (default ``out/policies``, what was just trained).
+    """
+    import csv
+    import io
+    from pathlib import Path
+
+    from bench.provenance import atomic_write_bytes, atomic_write_json
+
+    out = Path(out)
+    root = Path(root) if root is not None else out / "policies"
+    rows = [row for task in tasks for name in policies
+            for row in evaluate_policy(name, task, trials=trials, root=root)]
+    rates = summarise_rates(rows)
+    for filename, table in (("eval_trials.csv", rows), ("eval.csv", rates)):
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(table[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(table)
+        atomic_write_bytes(out / filename, buffer.getvalue().encode())
+    lines = ["| policy | task | successes / trials | rate | 95 % Wilson |", "|---|---|---|---|---|"]
+    lines += [f"| {r['policy']} | {r['task']} | {r['successes']} / {r['trials']} | "
+              f"{r['rate']:.2f} | {r['wilson_low']:.2f}-{r['wilson_high']:.2f} |" for r in rates]
+    atomic_write_bytes(out / "eval.md", ("\n".join(lines) + "\n").encode())
+    from bench.demo.real import REAL_DOMAIN
+
+    atomic_write_json(out / "eval_config.json", {
+        "trials": trials, "condition_offset": EVAL_CONDITION_OFFSET, "tasks": list(tasks),
+        "policies": list(policies), "real_domain": REAL_DOMAIN.to_json()})
+    return rates

@@ -1,0 +1,106 @@
+"""Learned policies: behaviour-cloned CNNs that see only the wrist images and proprio.
+
+Each registered name is one training recipe (:mod:`bench.demo.bc`) with shipped weights
+per task under ``bench/demo/assets/policies/<name>/<task>/`` (``model.safetensors``,
+``config.json``, ``manifest.json``; rebuilt by ``bench demo train-policies``). At a query
+the policy reads ``obs["images"]["wrist_left"]``, ``obs["images"]["wrist_right"]`` (any
+size: resized to the network's own input size) and ``obs["proprio"]``; it never reads
+``info`` or any other observation key (``object_state`` included), so it can be served
+like any image policy (tested: scrambling everything else leaves its actions unchanged).
+
+:data:`DEMO_POLICIES` names the two policies per task the demo compares: ``bc-large``
+(300 demonstrations, shift + colour augmentation, 64 px input) and ``bc-small``
+(60 demonstrations, no augmentation, 32 px input) - what a real lab varies.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.policies.base import POLICIES
+
+ASSETS = Path(__file__).resolve().parents[1] / "demo" / "assets" / "policies"
+LEARNED_POLICIES = ("bc-large", "bc-small")
+#: task -> the (pi_1, pi_2) pair of learned policies the demo compares.
+DEMO_POLICIES = {"cup": LEARNED_POLICIES, "tape": LEARNED_POLICIES, "pen": LEARNED_POLICIES}
+OBSERVATION_KEYS = ("wrist_left", "wrist_right")
+#: Chunk rows a learned policy returns per query (the rest of the env's chunk is hold rows):
+#: it re-plans after 8 frames instead of running Cup's 16-row chunk open loop
+#: (docs/demo-policies.md: 4/9 Cup successes with 8 rows, 1/24 with all 16, 0/6 with 4).
+EXECUTED_ROWS = 8
+
+
+def policy_dir(name: str, task: str, *, root: Path | None = None) -> Path:
+    """Directory of the shipped weights of policy ``name`` on ``task``."""
+    return Path(root or ASSETS) / name / task
+
+
+class LearnedPolicy:
+    """A trained :class:`bench.demo.bc.BCNet` behind the policy interface.
+
+    Args:
+        env: The (unwrapped) env: gives the task (weights are per task).
+        seed: Unused (the policy is deterministic).
+        name: Registered policy name (asset folder).
+        root: Asset root (default: the shipped ``bench/demo/assets/policies``).
+        rows: Rows of the predicted chunk returned per query (:data:`EXECUTED_ROWS`;
+            None: all ``horizon`` rows).
+    """
+
+    privileged = False
+    action_mode = "delta"
+
+    def __init__(self, env: Any, *, seed: int = 0, name: str = "bc-large",
+                 root: str | Path | None = None, rows: int | None = EXECUTED_ROWS) -> None:
+        from bench.demo.bc import load_network
+        from bench.errors import BenchError
+
+        task = str(getattr(getattr(env, "task", None), "name", env))
+        directory = policy_dir(name, task, root=Path(root) if root else None)
+        if not (directory / "model.safetensors").is_file():
+            raise BenchError(f"policy {name!r} has no weights for task {task!r} in {directory}; "
+                             "run `bench demo train-policies --out DIR` or pick cup, tape or pen")
+        self.name = name
+        self.task = task
+        self.seed = seed
+        self.net, self.config = load_network(directory)
+        if rows is not None and rows < 1:
+            raise BenchError(f"rows must be >= 1 (chunk rows executed per query), got {rows}")
+        self.rows = rows
+
+    def reset(self, *, seed: int | None = None) -> None:
+        """Nothing to reset: the policy is a pure function of the observation."""
+
+    def act(self, obs: Any, info: Any) -> np.ndarray:  # -> float32 [horizon, 7]
+        """The next chunk from the wrist images and proprio only (``info`` is ignored)."""
+        from bench.demo.bc import predict_chunk
+        from bench.policies.base import PolicyError
+
+        images = obs.get("images", {})
+        missing = [key for key in OBSERVATION_KEYS if key not in images]
+        if missing:
+            raise PolicyError(f"policy {self.name!r}: observation lacks camera(s) {missing}; "
+                              "run it with cameras='yubi-dual' (obs_mode='rgb')")
+        chunk = predict_chunk(self.net, self.config, images["wrist_left"],
+                              images["wrist_right"], obs["proprio"])
+        return chunk if self.rows is None else chunk[:self.rows]
+
+
+def _register() -> None:
+    descriptions = {
+        "bc-large": "behaviour-cloned CNN: 300 demos, augmentation, 64 px (wrist images + "
+                    "proprio only)",
+        "bc-small": "behaviour-cloned CNN: 60 demos, no augmentation, 32 px (wrist images + "
+                    "proprio only)",
+    }
+    for name in LEARNED_POLICIES:
+        POLICIES.register(name, functools.partial(LearnedPolicy, name=name), privileged=False,
+                          tasks=("cup", "tape", "pen"), learned=True,
+                          description=descriptions[name])
+
+
+_register()

@@ -1,0 +1,212 @@
+"""The demo's learned policies (issue 12 item 3, item 7 "no privileged state").
+
+Shipped weights: bench/demo/assets/policies/<name>/<task>/ (docs/demo-policies.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bench.demo import bc
+from bench.demo.real import REAL_DOMAIN
+from bench.policies.learned import ASSETS, DEMO_POLICIES, EXECUTED_ROWS, LearnedPolicy, policy_dir
+
+# torch's compiler stack (imported by torch.optim) must load before any MuJoCo EGL context
+# exists in this process (bench.demo.bc.preload_torch_compiler); collection runs first.
+bc.preload_torch_compiler()
+
+TASKS = ("cup", "tape", "pen")
+
+
+@pytest.fixture(scope="module")
+def cup_query():
+    """A real-domain env (the demo's settings) and its first observation on fresh start 9000."""
+    from bench.policies.base import policy_observation
+
+    env = REAL_DOMAIN.make_env("gt-duo", "cup")
+    obs, info = env.reset(seed=9000)
+    # advance one expert chunk so the state is not the home pose
+    from bench.policies import make_policy
+    from bench.policies.base import to_env_chunk
+
+    expert = make_policy("expert", env)
+    obs, _, _, _, info = env.step(to_env_chunk(expert.act(policy_observation(obs, env), info),
+                                               env, info))
+    yield env, policy_observation(obs, env), info
+    env.close()
+
+
+def _moved_state(info: dict, rng: np.random.Generator) -> dict:
+    """``info`` with every object's pose (and the attached flag) scrambled in ``state``."""
+    state = info["state"]
+    objects = {name: dataclasses.replace(
+        o, pos=o.pos + np.r_[rng.uniform(-0.15, 0.15, 2), 0.0],
+        quat=np.roll(o.quat, 1)) for name, o in state.objects.items()}
+    out = dict(info)
+    out["state"] = dataclasses.replace(state, objects=objects, attached=None)
+    out["objects"] = {name: {"pos": rng.normal(size=3)} for name in info.get("objects", {})}
+    return out
+
+
+def _scrambled(value, rng: np.random.Generator):
+    """Any info value replaced by garbage of a similar kind (recursively)."""
+    if isinstance(value, dict):
+        return {k: _scrambled(v, rng) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return rng.normal(size=value.shape).astype(value.dtype) if value.dtype.kind == "f" \
+            else rng.integers(0, 255, size=value.shape).astype(value.dtype)
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 7
+    if isinstance(value, list | tuple):
+        return [_scrambled(v, rng) for v in value][::-1]
+    return None
+
+
+def test_learned_policies_read_no_privileged_state(cup_query) -> None:
+    env, obs, info = cup_query
+    rng = np.random.default_rng(0)
+    moved = _moved_state(info, rng)
+    garbage = {k: _scrambled(v, rng) for k, v in info.items() if k != "state"}
+    garbage["state"] = moved["state"]
+    other_obs = dict(obs, prompt="stack the blocks", timestamp=123.0,
+                     object_state=rng.normal(size=15).astype(np.float32))
+    for key in [k for k in obs if k.endswith("_rgb")]:  # raw env keys: the policy reads images
+        other_obs[key] = np.zeros_like(obs[key])
+    for name in DEMO_POLICIES["cup"]:
+        policy = LearnedPolicy(env.unwrapped, name=name)
+        policy.reset(seed=9000)
+        reference = policy.act(obs, info)
+        assert np.array_equal(policy.act(obs, moved), reference)
+        assert np.array_equal(policy.act(other_obs, garbage), reference)
+        assert np.array_equal(policy.act(obs, {}), reference)
+        # ... while what it may read does change its actions
+        brighter = dict(obs, images={k: np.clip(v.astype(int) + 60, 0, 255).astype(np.uint8)
+                                     for k, v in obs["images"].items()})
+        assert not np.array_equal(policy.act(brighter, info), reference)
+        shifted = dict(obs, proprio=obs["proprio"] + np.float32(0.05) * np.r_[1, 1, 0, 0, 0, 0,
+                                                                                 0, 0])
+        assert not np.array_equal(policy.act(shifted, info), reference)
+
+
+def test_scrambling_state_changes_the_privileged_expert(cup_query) -> None:
+    """The same scramble moves the scripted expert: the test above can fail."""
+    from bench.policies import make_policy
+
+    env, obs, info = cup_query
+    expert = make_policy("expert", env)
+    expert.reset(seed=9000)
+    reference = expert.act(obs, info)
+    expert.reset(seed=9000)
+    moved = expert.act(obs, _moved_state(info, np.random.default_rng(0)))
+    assert not np.allclose(moved, reference, atol=1e-4)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
+    from safetensors.torch import load_file
+
+    for name in DEMO_POLICIES[task]:
+        directory = policy_dir(name, task)
+        config = json.loads((directory / "config.json").read_text())
+        manifest = json.loads((directory / "manifest.json").read_text())
+        assert config == bc.recipe(name, task).to_json()
+        assert manifest["params"] == config and manifest["tool"] == bc.TOOL
+        assert manifest["weights_sha256"] == bc.weights_sha256(
+            load_file(str(directory / "model.safetensors")))
+        data = manifest["data"]
+        assert data["episodes"] == config["episodes"] == manifest["counts"]["episodes"]
+        assert data["conditions"] == [5000, 5000 + config["episodes"] - 1]
+        assert data["worlds"] == ["gt-duo", "gt-flat", "gt-g2"]
+        assert data["recording"]["real"] == REAL_DOMAIN.to_json()
+        assert len(data["sha256"]) == 64 and data["samples"] > 10 * data["episodes"]
+    a, b = DEMO_POLICIES[task]
+    assert bc.recipe(a, task) != bc.recipe(b, task)
+
+
+def test_shipped_assets_stay_small() -> None:
+    total = sum(p.stat().st_size for p in ASSETS.rglob("*") if p.is_file())
+    assert 0 < total < 2.5e6
+
+
+def test_one_real_domain_query_any_image_size(cup_query) -> None:
+    """Shipped weights run on the real-domain observation; a 128 px image is resized."""
+    from bench.policies import make_policy
+    from bench.policies.base import is_privileged, to_env_chunk
+
+    env, obs, info = cup_query
+    for name in DEMO_POLICIES["cup"]:
+        assert not is_privileged(name)
+        policy = make_policy(name, env, seed=0)
+        chunk = policy.act(obs, info)
+        assert chunk.dtype == np.float32 and chunk.shape == (EXECUTED_ROWS, 7)
+        assert to_env_chunk(chunk, env, info).shape == (32, 7)
+        big = {k: np.repeat(np.repeat(v, 2, 0), 2, 1) for k, v in obs["images"].items()}
+        assert np.allclose(policy.act(dict(obs, images=big), info), chunk, atol=1e-5)
+
+
+def _tiny_dataset(seed: int = 0, n: int = 24) -> dict:
+    rng = np.random.default_rng(seed)
+    actions = np.zeros((n, 32, 7), np.float32)
+    actions[:, :, :3] = rng.normal(0, 0.01, (n, 32, 3))
+    actions[:, :, 5] = rng.normal(0, 0.05, (n, 32))
+    actions[:, :, 6] = rng.uniform(0, 0.1, (n, 1))
+    return {"wrist_left": rng.integers(0, 255, (n, 32, 32, 3), dtype=np.uint8),
+            "wrist_right": rng.integers(0, 255, (n, 32, 32, 3), dtype=np.uint8),
+            "proprio": rng.normal(size=(n, 8)).astype(np.float32), "actions": actions,
+            "episode": np.arange(n, dtype=np.int32) // 6, "world": np.zeros(n, np.int32),
+            "condition": np.arange(n, dtype=np.int32) // 6 + 5000,
+            "frame": np.zeros(n, np.int32), "success": np.ones(4, bool)}
+
+
+def test_training_is_deterministic_both_ways() -> None:
+    data = _tiny_dataset()
+    config = bc.BCConfig(task="cup", episodes=4, image_size=16, channels=(4, 8), hidden=16,
+                         epochs=2, batch_size=8, augment=True)
+    first, log = bc.train_policy(config, data, progress=False)
+    second, _ = bc.train_policy(config, data, progress=False)
+    other, _ = bc.train_policy(dataclasses.replace(config, seed=1), data, progress=False)
+    assert bc.weights_sha256(first) == bc.weights_sha256(second)
+    assert bc.weights_sha256(first) != bc.weights_sha256(other)
+    assert log["samples"] == 24 and len(log["losses"]) == 2
+
+
+def test_action_chunk_round_trip() -> None:
+    """encode_chunk / decode_chunk invert each other on yaw-only delta rows."""
+    actions = _tiny_dataset()["actions"]
+    trajectory = bc.encode_chunk(actions, 16)
+    for i in range(len(actions)):
+        assert np.allclose(bc.decode_chunk(trajectory[i]), actions[i, :16], atol=1e-6)
+
+
+def test_demonstrations_are_seeded_and_noisy() -> None:
+    """Same config -> same dataset sha256; the injected noise moves the recorded states."""
+    from bench.demo.demos import DemonstrationConfig, dataset_sha256, record_demonstrations
+    from bench.demo.real import RealDomainConfig
+
+    small = RealDomainConfig(image_size=(16, 16))
+    config = DemonstrationConfig(task="cup", episodes=1, execute=8, max_frames=24, real=small)
+    first = record_demonstrations(config, progress=False)
+    again = record_demonstrations(config, progress=False)
+    clean = record_demonstrations(dataclasses.replace(config, noise_xyz=0.0, noise_yaw=0.0),
+                                  progress=False)
+    assert dataset_sha256(first) == dataset_sha256(again)
+    assert first["wrist_left"].shape[1:] == (16, 16, 3) and first["actions"].shape[1:] == (32, 7)
+    assert first["condition"][0] == 5000 and list(first["frame"][:3]) == [0, 8, 16]
+    assert not np.allclose(first["proprio"][1:], clean["proprio"][1:])
+
+
+def test_train_policies_cli_refuses_bad_tasks(tmp_path) -> None:
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "bench.cli", "demo", "train-policies",
+                             "--out", str(out), "--tasks", "rope"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "--tasks" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()

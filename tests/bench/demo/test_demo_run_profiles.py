@@ -1,0 +1,101 @@
+"""Demo profiles: each resolves to its StudySpec preset; bad names and options fail in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.demo.run import COVERAGE, PRESETS, PROFILES, WORLDS, DemoConfig, demo_assets
+from bench.errors import BenchError
+from bench.study.spec import YUBI_MAX_FRAMES, spec_from_dict
+
+
+def _spec(profile, **options):
+    return DemoConfig(out="unused", profile=profile, **options).study_spec()
+
+
+def test_profile_names_and_executor():
+    assert list(PROFILES) == ["quick", "default", "paper"]
+    for name in PROFILES:
+        executor = DemoConfig(out="x", profile=name).executor()
+        assert (executor.kind, executor.workers) == ("process", 2)
+    assert DemoConfig(out="x", workers=1).executor().kind == "serial"
+
+
+def test_default_profile_is_the_documented_preset():
+    spec = _spec("default")
+    assert spec.conditions == ("clean", *PRESETS)
+    assert list(spec.extra_conditions) == list(COVERAGE) and len(spec.all_conditions) == 10
+    assets = demo_assets()
+    assert spec.scenes == assets["scenes"] and spec.captures == assets["captures"]
+    for scene, world in WORLDS.items():  # the reconstructions of the worlds, held-out captures
+        assert Path(spec.scenes[scene]).parts[-2:] == (world, "clean")
+        assert Path(spec.captures[scene]).name == "capture.json"
+        for cond in COVERAGE:
+            assert Path(spec.extra_conditions[cond][scene]).parts[-2:] == (world, cond)
+    assert spec.scene_names == list(WORLDS)
+    assert spec.real_domain == "world" and spec.real_world["worlds"] == WORLDS
+    assert (spec.trials, spec.real_trials) == (10, 20)  # >= 10 simulated, >= 20 real per cell
+    assert spec.tasks == ("cup",) and spec.image_size == (64, 64) and spec.max_frames == 200
+    assert spec.metrics == ("psnr", "ssim", "lpips")
+    assert spec.deployment == {"fisheye_mode": "direct"}
+    assert spec_from_dict(spec.to_json()) == spec  # a StudySpec written back resolved
+    spec.validate_registries()
+
+
+def test_paper_profile_is_yubis_design():
+    spec = _spec("paper")
+    assert (spec.trials, spec.real_trials) == (80, 20)
+    assert spec.tasks == ("cup", "tape", "pen") and spec.image_size == (64, 64)  # the policies'
+
+    assert spec.conditions == ("clean", *PRESETS)
+    assert spec.metrics == ("psnr", "ssim", "lpips", "nvs-sqa")
+    assert spec.deployment == {"fisheye_mode": "cubemap"} and spec.obs_policy_every == 4
+    for scene in WORLDS:  # YUBI's per-task limits: 600 frames, 1,800 for the long ones
+        for task in spec.tasks:
+            assert spec.frames_limit(scene, task) == YUBI_MAX_FRAMES.get(scene, {}).get(task, 600)
+    assert spec.frames_limit("duo", "tape") == 1800 and spec.frames_limit("flat", "pen") == 600
+
+
+def test_quick_profile_and_overrides():
+    spec = _spec("quick")
+    assert spec.tasks == ("cup",) and spec.trials == 1 and spec.conditions == ("clean", "hole-90")
+    spec = _spec("default", trials=12, real_trials=24, tasks=("pen",))
+    assert (spec.trials, spec.real_trials, spec.tasks) == (12, 24, ("pen",))
+
+
+def test_bad_profile_name_is_one_line():
+    with pytest.raises(BenchError, match="unknown demo profile 'papr'; choose one of "
+                       "\\['quick', 'default', 'paper'\\]"):
+        _spec("papr")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--profile", "fast"], "unknown demo profile 'fast'; choose one of"),
+    (["--quick", "--profile", "paper"], "--quick and --profile paper contradict"),
+    (["--trials", "0"], "--trials must be >= 1, got 0"),
+    (["--workers", "0"], "--workers must be >= 1, got 0"),
+    (["--tasks", "cup,mug"], "--tasks must name cup, tape and/or pen"),
+])
+def test_cli_refuses_bad_options_in_one_line(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.slow  # 4 rollouts: ~50 s on the loaded 2-core VM
+def test_dry_run_prints_counts_and_an_estimate_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["demo", "--out", str(out), "--profile", "quick", "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    spec = _spec("quick")
+    sim = len(spec.scene_names) * len(spec.all_conditions) * 2 * spec.trials
+    real = len(spec.scene_names) * 2 * spec.real_trials
+    assert f"{sim} simulated + {real} ground-truth-world rollouts on 2 worker(s)" in text
+    for policy in spec.policies["cup"]:
+        assert f"sim/cup/{policy}" in text and f"real/cup/{policy}" in text
+    assert not out.exists()
