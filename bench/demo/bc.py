@@ -382,11 +382,13 @@ class TrainPoliciesConfig:
     epochs: int | None = None
 
     def demo_config(self, task: str) -> Any:
+        """The demonstration recording config for ``task`` (``episodes`` demonstrations)."""
         from bench.demo.demos import DemonstrationConfig
 
         return DemonstrationConfig(task=task, episodes=self.episodes)
 
     def policy_config(self, name: str, task: str) -> BCConfig:
+        """The BCConfig of recipe ``name`` on ``task`` (epochs overridden, episodes capped)."""
         overrides: dict[str, Any] = {}
         if self.epochs is not None:
             overrides["epochs"] = self.epochs

@@ -61,8 +61,7 @@ class BuildConfig:
     Attributes:
         capture: The simulated capture of every world.
         iters: Training iterations per background.
-        sh_degree_interval: Steps between SH degree increases (half the run: degree 1 is
-            trained for the second half).
+        sh_degree_interval: Steps between SH degree increases (degree 1 from step 300).
         seed: Training seed (view order, split samples).
         plan_seed: Seed of the contiguous / random coverage plans.
         sh_degree: SH degree of the backgrounds.
@@ -73,7 +72,7 @@ class BuildConfig:
     """
 
     capture: CaptureConfig = field(default_factory=CaptureConfig)
-    iters: int = 600
+    iters: int = 2000
     sh_degree_interval: int = 300
     seed: int = 0
     plan_seed: int = 0
@@ -84,6 +83,7 @@ class BuildConfig:
     backend: str = "auto"
 
     def train_config(self):
+        """The :class:`~bench.recon.train.TrainConfig` of one background training."""
         from bench.recon.train import TrainConfig
 
         return TrainConfig(iters=self.iters, seed=self.seed, backend=self.backend,
@@ -93,6 +93,7 @@ class BuildConfig:
                            eval_every=self.eval_every, threads=self.threads)
 
     def to_json(self) -> dict[str, Any]:
+        """This config as a JSON-ready dict (``dataclasses.asdict``)."""
         return dataclasses.asdict(self)
 
 
@@ -107,6 +108,7 @@ def trainer_version() -> dict[str, Any]:
 
 
 def check_names(worlds: tuple[str, ...], conditions: tuple[str, ...]) -> None:
+    """Raise a BenchError unless ``worlds`` and ``conditions`` are non-empty, known demo names."""
     bad = [w for w in worlds if w not in DEMO_WORLDS]
     if bad or not worlds:
         raise BenchError(f"unknown demo world(s) {bad or worlds}; choose from {list(DEMO_WORLDS)}")

@@ -112,6 +112,7 @@ class CaptureConfig:
             raise BenchError("capture needs seed >= 0, seed_points >= 100 and test_views >= 1")
 
     def to_json(self) -> dict[str, Any]:
+        """This config as a JSON-ready dict (``dataclasses.asdict``)."""
         return dataclasses.asdict(self)
 
 
@@ -224,6 +225,7 @@ def motion_blur(image: np.ndarray, length: float,
 
 
 def fisheye_camera(config: CaptureConfig, pose: np.ndarray, name: str = LENS):
+    """The equidistant fisheye camera of the capture (``fisheye_px`` square) at ``pose`` [4, 4]."""
     from bench.scene.cameras import Camera
 
     return Camera.equidistant_fisheye(config.fisheye_px, config.fisheye_px,

@@ -33,7 +33,7 @@ def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"study preset: {', '.join(PROFILE_NAMES)} [default]")
     p.add_argument("--quick", action="store_true", help="same as --profile quick")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of every editor and of the capture noise [default 0]")
+                   help="seed of every editor and of the capture noise")
     p.add_argument("--trials", type=int, default=None,
                    help="simulated rollouts per scene/condition/task/policy cell (count) "
                    "[the profile's]")
@@ -51,6 +51,7 @@ def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``bench demo`` (or ``--dry-run``: print its estimate) from parsed args; returns 0."""
     from pathlib import Path
 
     from bench.demo.run import DemoConfig, estimate_demo, get_profile, run_demo
@@ -98,13 +99,13 @@ def add_build_parser(subparsers: argparse._SubParsersAction) -> None:
         "the three coverage backgrounds (gsplat on CUDA, the CPU Warp trainer otherwise). "
         "Deterministic and resumable per (world, condition).")
     p.add_argument("--out", required=True, help="output directory (scenes/, captures/, work/)")
-    p.add_argument("--worlds", default=None,
-                   help="comma-separated worlds [default gt-duo,gt-flat,gt-g2]")
-    p.add_argument("--conditions", default=None,
-                   help="comma-separated conditions [default clean,central-pinhole,"
-                   "contiguous-30,random-30]")
-    p.add_argument("--iters", type=int, default=None,
-                   help="training iterations per background [default: BuildConfig.iters]")
+    from bench.demo.build import DEMO_CONDITIONS, DEMO_WORLDS, BuildConfig  # no heavy imports
+
+    p.add_argument("--worlds", default=",".join(DEMO_WORLDS), help="comma-separated worlds")
+    p.add_argument("--conditions", default=",".join(DEMO_CONDITIONS),
+                   help="comma-separated conditions")
+    p.add_argument("--iters", type=int, default=BuildConfig().iters,
+                   help="training iterations per background")
     p.add_argument("--resume", action="store_true",
                    help="continue an existing --out: finished artifacts with the same inputs "
                    "are kept, the rest is (re)built")
@@ -120,6 +121,7 @@ def _names(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    """Run ``bench demo build`` from parsed args: check names, build the backgrounds; returns 0."""
     import dataclasses
     from pathlib import Path
 
@@ -169,6 +171,7 @@ def add_train_policies_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_train_policies(args: argparse.Namespace) -> int:
+    """Run ``bench demo train-policies``: record demos, train, optionally evaluate; returns 0."""
     from pathlib import Path
 
     from bench.errors import BenchError

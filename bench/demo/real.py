@@ -104,10 +104,12 @@ class SensorWrapper(gym.Wrapper):
         return out
 
     def reset(self, **kwargs: Any):
+        """Reset the env; returns ``(obs, info)`` with the sensor model applied to the images."""
         obs, info = self.env.reset(**kwargs)
         return self._apply(obs, info), info
 
     def step(self, action):
+        """Step the env; returns the gym 5-tuple with the sensor model applied to the images."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         return self._apply(obs, info), reward, terminated, truncated, info
 

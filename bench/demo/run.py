@@ -141,11 +141,19 @@ def shipped_scenes() -> dict[str, Any]:
     """
     from bench.demo.build import DEMO_CONDITIONS, shipped_bundle, shipped_capture
 
+    def where(path: Path) -> str:
+        # relative to the working directory when inside it (``make demo`` runs from the repo
+        # root), so the tables and manifests of two checkouts are byte-identical
+        try:
+            return str(path.resolve().relative_to(Path.cwd().resolve()))
+        except ValueError:
+            return str(path)
+
     coverage = [c for c in DEMO_CONDITIONS if c != "clean"]
-    return {"scenes": {s: str(shipped_bundle(w, "clean")) for s, w in WORLDS.items()},
-            "extra_conditions": {c: {s: str(shipped_bundle(w, c)) for s, w in WORLDS.items()}
+    return {"scenes": {s: where(shipped_bundle(w, "clean")) for s, w in WORLDS.items()},
+            "extra_conditions": {c: {s: where(shipped_bundle(w, c)) for s, w in WORLDS.items()}
                                  for c in coverage},
-            "captures": {s: str(shipped_capture(w)) for s, w in WORLDS.items()}}
+            "captures": {s: where(shipped_capture(w)) for s, w in WORLDS.items()}}
 
 
 def learned_policies() -> dict[str, Any]:

@@ -170,6 +170,7 @@ def measure_visibility(config: VisibilityConfig, *, progress: bool = False) -> V
 
 
 def result_table(config: VisibilityConfig, result: VisibilityResult) -> list[dict[str, Any]]:
+    """One row per preset: changed-pixel fraction per threshold and per task (rounded to 1e-6)."""
     rows = []
     for preset in config.presets:
         row: dict[str, Any] = {"preset": preset}
@@ -208,6 +209,7 @@ def write_outputs(out: Path, config: VisibilityConfig, result: VisibilityResult,
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line of ``python -m bench.demo.visibility``; returns the exit status (0, or 2)."""
     parser = argparse.ArgumentParser(prog="python -m bench.demo.visibility",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, type=Path)

@@ -110,6 +110,7 @@ class WorldConfig:
                          yaw_deg=float(self.table_yaw_deg), height=0.0)
 
     def to_json(self) -> dict[str, Any]:
+        """This config as a JSON-ready dict (``dataclasses.asdict``)."""
         return dataclasses.asdict(self)
 
 
@@ -147,6 +148,7 @@ WORLDS: dict[str, WorldConfig] = {
 
 
 def world_ids() -> list[str]:
+    """The ids of the registered ground-truth worlds."""
     return list(WORLDS)
 
 
@@ -602,6 +604,7 @@ class GroundTruthRenderer:
         return apply_sensor(clean, self.config.sensor, frame=frame, stream=stream, valid=valid)
 
     def close(self) -> None:
+        """Release the MuJoCo pinhole renderer."""
         self.pinhole.close()
 
 

@@ -31,12 +31,14 @@ class NoisyExpert(ScriptedExpert):
         self._rng = np.random.default_rng(seed)
 
     def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode: reseed the noise with ``(seed, seed of the episode)``."""
         super().reset(seed=seed)
         self._rng = np.random.default_rng([self.seed, 0 if seed is None else seed])
 
     def act(  # -> [chunk_size, 7] or [7]
         self, obs: dict[str, np.ndarray], info: dict[str, Any]
     ) -> np.ndarray:
+        """The expert's action plus N(0, noise) metres on each row's xyz; [chunk_size, 7] or [7]."""
         chunk = np.array(super().act(obs, info), dtype=np.float64)
         rows = np.atleast_2d(chunk)
         rows[:, :3] += self._rng.normal(0.0, self.noise, size=(rows.shape[0], 3))
@@ -54,11 +56,13 @@ class RandomPolicy:
         self._rng = np.random.default_rng(seed)
 
     def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode: reseed with ``(seed, seed of the episode)``."""
         self._rng = np.random.default_rng([self.seed, 0 if seed is None else seed])
 
     def act(  # -> [chunk_size, 7] or [7]
         self, obs: dict[str, np.ndarray], info: dict[str, Any]
     ) -> np.ndarray:
+        """A uniform random float32 action in the action space's bounds ([chunk_size, 7] or [7])."""
         low, high = self.space.low, self.space.high
         return self._rng.uniform(low, high).astype(np.float32)
 
@@ -73,11 +77,13 @@ class HoldPolicy:
         self.opening = float(env.action_space.high.reshape(-1, 7)[0, 6])
 
     def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode (the policy has no state)."""
         pass
 
     def act(  # -> [chunk_size, 7] or [7]
         self, obs: dict[str, np.ndarray], info: dict[str, Any]
     ) -> np.ndarray:
+        """A float32 action of zero motion with the gripper fully open ([chunk_size, 7] or [7])."""
         action = np.zeros(self.shape, dtype=np.float32)
         action[..., 6] = self.opening
         return action

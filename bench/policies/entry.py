@@ -30,6 +30,7 @@ REF_KEYS = ("factory", "kwargs", "name")
 
 
 def is_entry_point(text: str) -> bool:
+    """True when ``text`` is an entry point (contains ``:``) rather than a registry name."""
     return ":" in text
 
 
@@ -111,10 +112,12 @@ def check_ref(ref: Any) -> None:
 
 
 def ref_factory(ref: Any) -> str:
+    """The factory of a ref: the string itself, or its ``factory`` field."""
     return ref if isinstance(ref, str) else str(ref["factory"])
 
 
 def ref_kwargs(ref: Any) -> dict[str, Any]:
+    """The factory keyword arguments of a ref (``{}`` for a string ref)."""
     return {} if isinstance(ref, str) else dict(ref.get("kwargs", {}))
 
 

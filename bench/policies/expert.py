@@ -90,12 +90,14 @@ class ScriptedExpert:
         self._close_start: int | None = None  # env frame of the pending close command
 
     def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode: forget any pending gripper close."""
         self._close_start = None
 
     # -- planning -------------------------------------------------------------------------
     def act(  # -> [chunk_size, 7] or [7]
         self, obs: dict[str, np.ndarray], info: dict[str, Any]
     ) -> np.ndarray:
+        """Next actions, float32 [chunk_size, 7] (or [7]): TCP delta xyz, rotvec, opening."""
         state: TaskState = info["state"]
         target = np.asarray(info["tcp_target"], dtype=np.float64)
         opening = float(info["grasp"]["commanded_opening"])

@@ -105,6 +105,7 @@ class LeRobotPolicy:
         self._has_state = STATE_KEY in features
 
     def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode: seed torch from ``(seed, seed of the episode)`` and reset the model."""
         import torch
 
         torch.manual_seed(int(np.random.SeedSequence([self.seed, seed or 0]).generate_state(1)[0]))
@@ -139,6 +140,7 @@ class LeRobotPolicy:
 
     def act(self, obs: Mapping[str, Any], info: Mapping[str, Any] | None = None
             ) -> np.ndarray:  # -> float32 [T, 7]
+        """Predict an action chunk with the LeRobot model; float32 [T, 7] in the env's columns."""
         import torch
 
         with torch.inference_mode():

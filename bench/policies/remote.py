@@ -114,6 +114,7 @@ class RemoteConfig:
 
     @property
     def uri(self) -> str:
+        """The websocket address: ``ws://host`` (unless a scheme is given), ``:port`` if set."""
         base = self.host if self.host.startswith(("ws://", "wss://")) else f"ws://{self.host}"
         return base if self.port is None else f"{base}:{self.port}"
 
@@ -204,6 +205,7 @@ class WebsocketPolicy:
         self.metadata = meta if isinstance(meta, dict) else {}
 
     def close(self) -> None:
+        """Close the websocket connection, if any (never raises)."""
         if self._stack is not None:
             try:
                 self._stack.close()
@@ -216,12 +218,14 @@ class WebsocketPolicy:
 
     # -- policy API -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode: record its seed, reset the query count and the latencies."""
         self._episode_seed = 0 if seed is None else int(seed)
         self._query = 0
         self.latencies_ms = []
 
     def act(self, obs: Mapping[str, Any], info: Mapping[str, Any] | None = None
             ) -> np.ndarray:  # -> float32 [T, 7]
+        """Query the server for an action chunk (latency in ms recorded); float32 [T, 7]."""
         request = self.encode(obs)
         start = time.perf_counter()
         reply = self._roundtrip(request)

@@ -210,6 +210,7 @@ class VisualServoPolicy(ScriptedExpert):
         return ObjectState(pos=pos, quat=np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]))
 
     def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode: forget the object estimate, hand-eye transform and phase flags."""
         super().reset(seed=seed)
         self.estimate: ObjectEstimate | None = None
         self._tcp_from_camera: np.ndarray | None = None
@@ -270,6 +271,7 @@ class VisualServoPolicy(ScriptedExpert):
     # -- control --------------------------------------------------------------------------
     def act(self, obs: dict[str, np.ndarray], info: dict[str, Any]
             ) -> np.ndarray:  # [C, 7] chunk (or [7] per-step)
+        """Survey, locate the actor in the wrist image, then act as the expert on that belief."""
         state: TaskState = info["state"]
         actor_name = self.task.actor.name
         holding = state.attached is not None or state.held(actor_name)

@@ -72,12 +72,15 @@ class SimpleDensifier:
         self.generator = generator
 
     def initialize_state(self, scene_scale: float = 1.0) -> dict[str, Any]:
+        """The densifier's state: empty 2D-gradient accumulators and ``scene_scale``."""
         return {"grad2d": None, "count": None, "scene_scale": scene_scale}
 
     def step_pre_backward(self, params, optimizers, state, step, info) -> None:
+        """Nothing to do before backward (torch_raster retains the means2d gradient)."""
         pass  # torch_raster already calls retain_grad() on means2d
 
     def step_post_backward(self, params, optimizers, state, step, info) -> None:
+        """Accumulate screen-space gradient norms; grow / prune and reset opacities on schedule."""
         import torch
 
         cfg = self.config

@@ -79,6 +79,7 @@ class SpatialIndex:
 
     @property
     def num_blocks(self) -> int:
+        """The number of blocks B."""
         return len(self.lo)
 
 

@@ -57,6 +57,7 @@ class LodConfig:
                              f"got {self.pixel_size}")
 
     def to_json(self) -> dict:
+        """This config as a JSON-ready dict (``mode``, ``levels`` and its fields)."""
         return {"mode": "lod", "levels": list(LOD_LEVELS), **asdict(self)}
 
 

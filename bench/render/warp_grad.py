@@ -774,6 +774,7 @@ class WarpProjectPinhole(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, means, quats, log_scales, camera):
+        """Project the N Gaussians; returns xy [N, 2], conic [N, 3], depth [N], radius [N] int32."""
         n = len(means)
         ins = [t.detach().contiguous() for t in (means, quats, log_scales)]
         xy, conic, depth = torch.empty(n, 2), torch.empty(n, 3), torch.empty(n)
@@ -791,6 +792,7 @@ class WarpProjectPinhole(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_xy, grad_conic, grad_depth, _grad_radius):
+        """Gradients for means [N, 3], quats [N, 4], log_scales [N, 3] (None for the camera)."""
         means, quats, log_scales, radius = ctx.saved_tensors
         n = len(means)
 
@@ -925,6 +927,7 @@ class WarpComposite(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, xy, conic, opac, depth, color, tiles: Tiles, valid, occluder, threads):
+        """Composite the tiles; returns C [H, W, 3], D [H, W], T [H, W] (float32)."""
         h, w = tiles.height, tiles.width
         p = h * w
         out_c = torch.empty(p, 3)
@@ -946,6 +949,7 @@ class WarpComposite(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_c, grad_d, grad_t):
+        """Gradients for xy, conic, opac, depth and color (None for the other inputs)."""
         tiles: Tiles = ctx.tiles
         packed, fin_c, fin_d, fin_t, fin_last = ctx.saved_tensors
         p = tiles.height * tiles.width

@@ -422,10 +422,12 @@ class StudySpec:
 
     @property
     def scene_names(self) -> list[str]:
+        """Every scene name: the sample scenes, then the prepared scenes."""
         return list(self.sample_scenes) + list(self.scenes)
 
     @property
     def all_conditions(self) -> list[str]:
+        """Every condition name: the conditions, the extra conditions, then the coverage ones."""
         return list(self.conditions) + list(self.extra_conditions) + list(self.coverage)
 
     @property
@@ -439,6 +441,7 @@ class StudySpec:
         return self.real_domain in ("simulated", "world")
 
     def to_json(self) -> dict[str, Any]:
+        """This spec as a JSON-ready dict (tuples as lists)."""
         data = dataclasses.asdict(self)
         data["policies"] = {t: list(p) for t, p in self.policies.items()}
         if self.reliability_variants is not None:
@@ -446,6 +449,7 @@ class StudySpec:
         return data
 
     def replace(self, **changes: Any) -> StudySpec:
+        """A copy of this spec with ``changes`` applied (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
 

@@ -15,7 +15,14 @@ import pytest
 
 from bench.demo import bc
 from bench.demo.real import REAL_DOMAIN
-from bench.policies.learned import ASSETS, DEMO_POLICIES, EXECUTED_ROWS, LearnedPolicy, policy_dir
+from bench.policies.learned import (
+    ASSETS,
+    DEMO_POLICIES,
+    LEARNED_POLICIES,
+    LEARNED_VARIANTS,
+    LearnedPolicy,
+    policy_dir,
+)
 
 # torch's compiler stack (imported by torch.optim) must load before any MuJoCo EGL context
 # exists in this process (bench.demo.bc.preload_torch_compiler); collection runs first.
@@ -80,8 +87,9 @@ def test_learned_policies_read_no_privileged_state(cup_query) -> None:
                      object_state=rng.normal(size=15).astype(np.float32))
     for key in [k for k in obs if k.endswith("_rgb")]:  # raw env keys: the policy reads images
         other_obs[key] = np.zeros_like(obs[key])
-    for name in DEMO_POLICIES["cup"]:
-        policy = LearnedPolicy(env.unwrapped, name=name)
+    for name in (*LEARNED_POLICIES, *LEARNED_VARIANTS):
+        weights, rows = LEARNED_VARIANTS.get(name, (name, 8))
+        policy = LearnedPolicy(env.unwrapped, name=name, weights=weights, rows=rows)
         policy.reset(seed=9000)
         reference = policy.act(obs, info)
         assert np.array_equal(policy.act(obs, moved), reference)
@@ -113,7 +121,7 @@ def test_scrambling_state_changes_the_privileged_expert(cup_query) -> None:
 def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
     from safetensors.torch import load_file
 
-    for name in DEMO_POLICIES[task]:
+    for name in LEARNED_POLICIES:
         directory = policy_dir(name, task)
         config = json.loads((directory / "config.json").read_text())
         manifest = json.loads((directory / "manifest.json").read_text())
@@ -127,8 +135,10 @@ def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
         assert data["worlds"] == ["gt-duo", "gt-flat", "gt-g2"]
         assert data["recording"]["real"] == REAL_DOMAIN.to_json()
         assert len(data["sha256"]) == 64 and data["samples"] > 10 * data["episodes"]
-    a, b = DEMO_POLICIES[task]
+    a, b = LEARNED_POLICIES
     assert bc.recipe(a, task) != bc.recipe(b, task)
+    for name in DEMO_POLICIES[task]:  # every demo policy is a recipe or a variant of one
+        assert LEARNED_VARIANTS.get(name, (name,))[0] in LEARNED_POLICIES
 
 
 def test_shipped_assets_stay_small() -> None:
@@ -146,7 +156,7 @@ def test_one_real_domain_query_any_image_size(cup_query) -> None:
         assert not is_privileged(name)
         policy = make_policy(name, env, seed=0)
         chunk = policy.act(obs, info)
-        assert chunk.dtype == np.float32 and chunk.shape == (EXECUTED_ROWS, 7)
+        assert chunk.dtype == np.float32 and chunk.shape == (policy.rows, 7)
         assert to_env_chunk(chunk, env, info).shape == (32, 7)
         big = {k: np.repeat(np.repeat(v, 2, 0), 2, 1) for k, v in obs["images"].items()}
         assert np.allclose(policy.act(dict(obs, images=big), info), chunk, atol=1e-5)
