@@ -13,7 +13,7 @@ def add_parser(subparsers: Any) -> None:
         "ws://HOST:PORT (msgpack-numpy, openpi protocol; see docs/policies.md).")
     p.add_argument("--policy", required=True,
                    help="registered policy name or entry point package.module:factory")
-    p.add_argument("--port", type=int, default=8000, help="TCP port [default 8000; 0 = any]")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (0 = any free port)")
     p.add_argument("--host", default="127.0.0.1", help="interface")
     p.add_argument("--task", default="cup", help="task the policy is built for")
     p.add_argument("--scene", default=None,

@@ -30,7 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="output directory (required)")
     p.add_argument("--profile", default="default",
-                   help=f"study preset: {', '.join(PROFILE_NAMES)} [default]")
+                   help=f"study preset: {', '.join(PROFILE_NAMES)}")
     p.add_argument("--quick", action="store_true", help="same as --profile quick")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of every editor and of the capture noise")

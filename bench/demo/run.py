@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest, staged_output_dir
+from perturbations.registry import preset_names
 
 VERSION = 3
-PRESETS = ("hole-54", "hole-90", "floaters-low", "floaters-mid", "floaters-high", "warp")
 #: Demo scene name -> its ground-truth world (the "real" domain of every profile).
 WORLDS = {"duo": "gt-duo", "flat": "gt-flat", "g2": "gt-g2"}
 #: The retrained coverage conditions shipped with the demo (prepared bundles per world).
@@ -82,7 +82,7 @@ class DemoProfile:
     tasks: tuple[str, ...]
     trials: int
     real_trials: int
-    presets: tuple[str, ...] = PRESETS
+    presets: tuple[str, ...] = field(default_factory=lambda: tuple(preset_names()))
     coverage: tuple[str, ...] = COVERAGE
     image_size: tuple[int, int] = (64, 64)
     max_frames: int | dict[str, dict[str, int]] | None = 200

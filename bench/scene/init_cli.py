@@ -65,7 +65,7 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
                       help="direction of the table's long side, degrees in the table plane from "
                       "the scan's +x axis projected into it (instead of the fitted rectangle's)")
     init.add_argument("--table-height", type=float, default=0.0, metavar="M",
-                      help="world z of the table top in metres [default 0, as YUBI]")
+                      help="world z of the table top in metres (YUBI: 0)")
     init.add_argument("--world-from-splat", metavar="FILE",
                       help="a JSON 4x4 similarity (or a scene.json) to use as the registration; "
                       "only the table is fitted (up = +z)")
