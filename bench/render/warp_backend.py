@@ -459,6 +459,7 @@ def native_snippet(template: str) -> str:
     """A native C++ snippet with its ``$NAME`` placeholders (:data:`NATIVE_CONSTANTS`) filled."""
     return string.Template(template).substitute(NATIVE_CONSTANTS)
 
+
 # One tile, front to back, in C++ (a Warp native snippet) so clang can vectorise the pixel
 # loop: Warp's own codegen emits a scalar goto loop around a libm expf call, and the
 # analytic x-spans average only ~5 pixels, far below a vector's width. Here every row of

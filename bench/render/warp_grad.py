@@ -71,7 +71,7 @@ from bench.scene.cameras import Camera
 
 wp.set_module_options({"enable_backward": False})  # gradients are hand-written below
 DEVICE = "cpu"
-_TILE_BUFFER = 32  # largest tile side the snippets handle (stack buffers)
+_TILE_BUFFER = warp_backend._TILE_BUFFER  # largest tile side the snippets handle (their TS)
 _GRADS = 10  # per-Gaussian gradient row: mean x, y; conic a, b, c; opacity; r, g, b; depth
 
 
