@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bench.errors import BenchError
 
-__all__ = ["BACKENDS", "RASTERIZERS", "TrainConfig"]
+__all__ = ["BACKENDS", "RASTERIZERS", "TrainConfig", "resolve_backend"]
 
 BACKENDS = ("auto", "cpu", "gsplat")
 RASTERIZERS = ("warp", "torch")  # CPU backend: bench.render.warp_grad / bench.render.torch_raster
@@ -108,3 +108,28 @@ class TrainConfig:
             raise BenchError(f"raster {self.raster!r} is unknown; use one of {RASTERIZERS}")
         if len(self.background) != 3 or not all(0.0 <= c <= 1.0 for c in self.background):
             raise BenchError(f"background must be 3 values in [0, 1], got {self.background}")
+
+
+def resolve_backend(backend: str) -> str:
+    """The trainer's backend: ``auto`` -> ``gsplat`` with CUDA and gsplat, else ``cpu``.
+
+    ``auto`` uses :func:`bench.render.gsplat_available` (the renderer's own check), so
+    training and rendering pick the same backend; an explicit ``gsplat`` that cannot run
+    raises a BenchError naming what is missing.
+    """
+    if backend == "cpu":
+        return "cpu"
+    if backend == "gsplat":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise BenchError("backend 'gsplat' needs a CUDA GPU; use --backend cpu on this machine")
+        try:
+            import gsplat  # noqa: F401
+        except ImportError:
+            raise BenchError("backend 'gsplat' needs the gsplat package: "
+                             "pip install 'splatbench[gpu]'") from None
+        return "gsplat"
+    from bench.render import gsplat_available
+
+    return "gsplat" if gsplat_available() else "cpu"

@@ -59,7 +59,7 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.recon.capture import CaptureManifest, View
-from bench.recon.config import TrainConfig
+from bench.recon.config import TrainConfig, resolve_backend
 from bench.recon.densify import PARAM_NAMES, SimpleDensifier
 from bench.scene.gaussians import SH_C0, SH_REST_COUNTS, GaussianSplats
 
@@ -337,32 +337,6 @@ def _render_gsplat(params, camera, sh_degree: int, background) -> tuple[Any, dic
         packed=False,
     )
     return renders[0], info
-
-
-def resolve_backend(backend: str) -> str:
-    """``auto`` -> ``gsplat`` when CUDA and gsplat are available, else ``cpu``."""
-    import torch
-
-    if backend == "cpu":
-        return "cpu"
-    has_cuda = torch.cuda.is_available()
-    if backend == "gsplat":
-        if not has_cuda:
-            raise BenchError("backend 'gsplat' needs a CUDA GPU; use --backend cpu on this machine")
-        try:
-            import gsplat  # noqa: F401
-        except ImportError:
-            raise BenchError("backend 'gsplat' needs the gsplat package: "
-                             "pip install 'splatbench[gpu]'") from None
-        return "gsplat"
-    if has_cuda:
-        try:
-            import gsplat  # noqa: F401
-
-            return "gsplat"
-        except ImportError:
-            return "cpu"
-    return "cpu"
 
 
 # --------------------------------------------------------------------------- training

@@ -48,6 +48,11 @@ The forward model (3DGS, Kerbl et al. 2023; gsplat "classic" mode):
 
 from __future__ import annotations
 
+# Real spherical-harmonics basis constants SH_C0..SH_C3 (same as 3DGS / gsplat): defined once
+# in the storage model (bench.scene.gaussians, whose rgb = SH_OFFSET + SH_C0 * sh_dc needs
+# them) and listed here with the rest of the forward model.
+from bench.scene.gaussians import SH_C0, SH_C1, SH_C2, SH_C3  # noqa: F401 - re-exported
+
 LOW_PASS_PX = 0.3  # px^2 added to the 2D covariance diagonal (EWA low-pass / screen-space dilation)
 SIGMA_EXTENT = 3.0  # footprint half-size in standard deviations of the major axis
 EIGEN_FLOOR = 0.01  # floor of the discriminant m^2 - det when taking the major eigenvalue
@@ -60,23 +65,3 @@ FRUSTUM_CLAMP = 1.3  # pinhole Jacobian: x/z, y/z clamped to the image edge + 0.
 TILE_SIZE = 16  # pixels per tile side
 SH_OFFSET = 0.5  # added to the SH sum (rgb = 0.5 + C0 * sh_dc at degree 0)
 MAX_SH_DEGREE = 3
-
-# Real spherical-harmonics basis constants (same as 3DGS / gsplat).
-SH_C0 = 0.28209479177387814
-SH_C1 = 0.4886025119029199
-SH_C2 = (
-    1.0925484305920792,
-    -1.0925484305920792,
-    0.31539156525252005,
-    -1.0925484305920792,
-    0.5462742152960396,
-)
-SH_C3 = (
-    -0.5900435899266435,
-    2.890611442640554,
-    -0.4570457994644658,
-    0.3731763325901154,
-    -0.4570457994644658,
-    1.445305721320277,
-    -0.5900435899266435,
-)

@@ -30,6 +30,7 @@ between frames. Everything is float32.
 from __future__ import annotations
 
 import math
+import string
 import weakref
 
 import numpy as np
@@ -433,6 +434,32 @@ def _raster_kernel(
 _TILE_BUFFER = 32  # largest tile side the native rasterizer handles (stack buffers)
 _NATIVE_RASTER = True  # False: the plain Warp-language _raster_kernel (tests compare the two)
 
+
+def _c_float_alpha_min() -> str:
+    """ALPHA_MIN as the C++ expression ``(float)(1.0 / 255.0)`` (double quotient, rounded)."""
+    denominator = 1.0 / K.ALPHA_MIN
+    if 1.0 / denominator != K.ALPHA_MIN:  # pragma: no cover - only if constants.py changes
+        raise RuntimeError(f"ALPHA_MIN {K.ALPHA_MIN!r} is not 1 / x for a double x")
+    return f"(float)(1.0 / {np.format_float_positional(denominator, trim='0')})"
+
+
+#: ``$NAME`` in a native snippet -> the C++ spelling of a :mod:`bench.render.constants` value
+#: (shortest round-trip decimals, so the compiled code is that of the literals typed in).
+NATIVE_CONSTANTS = {
+    "ALPHA_MIN": _c_float_alpha_min(),
+    "ALPHA_MAX": np.format_float_positional(K.ALPHA_MAX) + "f",
+    "TRANSMITTANCE_MIN": np.format_float_scientific(K.TRANSMITTANCE_MIN, trim="0",
+                                                    exp_digits=1) + "f",
+    "TILE_SIZE": str(int(K.TILE_SIZE)),
+    "TILE_BUFFER": str(_TILE_BUFFER),
+}
+
+
+def native_snippet(template: str) -> str:
+    """A native C++ snippet with its ``$NAME`` placeholders (:data:`NATIVE_CONSTANTS`) filled."""
+    return string.Template(template).substitute(NATIVE_CONSTANTS)
+
+
 # One tile, front to back, in C++ (a Warp native snippet) so clang can vectorise the pixel
 # loop: Warp's own codegen emits a scalar goto loop around a libm expf call, and the
 # analytic x-spans average only ~5 pixels, far below a vector's width. Here every row of
@@ -462,8 +489,8 @@ LANE_EXP_NEG_POWER = """                const float x = wp::min(wp::max(-power, 
                 __builtin_memcpy(&scale, &bits, 4);
                 const float ex = (pe * (rr * rr) + rr + 1.0f) * scale;
 """
-_RASTER_TILE_SNIPPET = """
-    const int TS = 32;
+_RASTER_TILE_SNIPPET = native_snippet("""
+    const int TS = $TILE_BUFFER;
     float T[TS * TS];  // transmittance; negated (-T) once the pixel is done
     float A0[TS * TS], A1[TS * TS], A2[TS * TS], A3[TS * TS];
     float no_occluder[TS];
@@ -490,7 +517,7 @@ _RASTER_TILE_SNIPPET = """
         row_left[r] = left;
         remaining += left;
     }
-    const float bits_min = (float)(1.0 / 255.0);
+    const float bits_min = $ALPHA_MIN;
     for (int n = tile_start.data[tile]; n < tile_start.data[tile + 1] && remaining > 0; ++n) {
         const int k = isect.data[n];
         const wp::vec3 e = s_ext.data[k];
@@ -526,10 +553,10 @@ _RASTER_TILE_SNIPPET = """
                 const float power = 0.5f * (q0 * dx * dx + q2 * dy * dy) + q1 * dx * dy;
                 // ex = exp(-power) (LANE_EXP_NEG_POWER)
 """ + LANE_EXP_NEG_POWER + """\
-                const float alpha = wp::min(0.99f, o * ex);
+                const float alpha = wp::min($ALPHA_MAX, o * ex);
                 const float t_next = t * (1.0f - alpha);
                 const bool hit = open & !hidden & (power >= 0.0f) & (alpha >= bits_min);
-                const bool stop = (hit & (t_next < 1.0e-4f)) | hidden;
+                const bool stop = (hit & (t_next < $TRANSMITTANCE_MIN)) | hidden;
                 const bool ok = hit & !stop;
                 const float w = ok ? alpha * t : 0.0f;
                 a0[l] = a0[l] + cr * w;
@@ -540,8 +567,8 @@ _RASTER_TILE_SNIPPET = """
                 return (int)stop;
             };
             int stops = 0;
-            if (tw == 16) {  // the usual full 16-pixel tile row: a constant trip count
-                for (int l = 0; l < 16; ++l) stops += blend(l);
+            if (tw == $TILE_SIZE) {  // the usual full 16-pixel tile row: a constant trip count
+                for (int l = 0; l < $TILE_SIZE; ++l) stops += blend(l);
             } else {
                 for (int l = 0; l < tw; ++l) stops += blend(l);
             }
@@ -561,7 +588,7 @@ _RASTER_TILE_SNIPPET = """
             out_depth.data[i] = a > 0.0f ? A3[j] / a : INFINITY;
         }
     }
-"""
+""")
 
 
 @wp.func_native(_RASTER_TILE_SNIPPET)

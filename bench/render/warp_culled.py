@@ -273,14 +273,14 @@ def _scatter_kernel(
                 cursor[t] += 1
 
 
-_FULL_ROW = """            int stops = 0;
-            if (tw == 16) {  // the usual full 16-pixel tile row: a constant trip count
-                for (int l = 0; l < 16; ++l) stops += blend(l);
+_FULL_ROW = wb.native_snippet("""            int stops = 0;
+            if (tw == $TILE_SIZE) {  // the usual full 16-pixel tile row: a constant trip count
+                for (int l = 0; l < $TILE_SIZE; ++l) stops += blend(l);
             } else {
                 for (int l = 0; l < tw; ++l) stops += blend(l);
             }
-"""
-_WINDOWED_ROW = """            int stops = 0;
+""")
+_WINDOWED_ROW = wb.native_snippet("""            int stops = 0;
             // The smallest 4/8/16-lane window holding [rx0, rx1); lanes outside the span
             // are masked by blend() itself, exactly as in a full row.
             const int span = rx1 - rx0;
@@ -290,12 +290,12 @@ _WINDOWED_ROW = """            int stops = 0;
             } else if (span <= 8 && tw >= 8) {
                 const int base = wp::min(rx0, tw - 8);
                 for (int l = 0; l < 8; ++l) stops += blend(base + l);
-            } else if (tw == 16) {
-                for (int l = 0; l < 16; ++l) stops += blend(l);
+            } else if (tw == $TILE_SIZE) {
+                for (int l = 0; l < $TILE_SIZE; ++l) stops += blend(l);
             } else {
                 for (int l = 0; l < tw; ++l) stops += blend(l);
             }
-"""
+""")
 if _FULL_ROW not in wb._RASTER_TILE_SNIPPET:  # pragma: no cover - guards the text edit below
     raise RuntimeError("warp_backend._RASTER_TILE_SNIPPET changed; update warp_culled")
 #: ``warp_backend``'s native tile blender with narrow lane windows (same float operations).

@@ -57,7 +57,7 @@ import torch
 import warp as wp
 
 from bench.render import constants as K
-from bench.render import warp_backend  # noqa: F401 - its quiet wp.init()
+from bench.render import warp_backend  # also its quiet wp.init()
 from bench.render.output import resolve_sh_degree
 from bench.render.torch_raster import (
     _STORED_DEGREE,
@@ -71,7 +71,7 @@ from bench.scene.cameras import Camera
 
 wp.set_module_options({"enable_backward": False})  # gradients are hand-written below
 DEVICE = "cpu"
-_TILE_BUFFER = 32  # largest tile side the snippets handle (stack buffers)
+_TILE_BUFFER = warp_backend._TILE_BUFFER  # largest tile side the snippets handle (their TS)
 _GRADS = 10  # per-Gaussian gradient row: mean x, y; conic a, b, c; opacity; r, g, b; depth
 
 
@@ -258,7 +258,7 @@ _VECTOR_TYPES = """
     const v8i IOTA = {0, 1, 2, 3, 4, 5, 6, 7};
 """
 _TILE_SETUP = """
-    const int TS = 32;
+    const int TS = $TILE_BUFFER;
     const int tile = tile_offset + tid * tile_stride;
     const int ty = tile / tiles_x;
     const int tx = tile - ty * tiles_x;
@@ -268,7 +268,7 @@ _TILE_SETUP = """
     const int py1 = wp::min(py0 + tile_size, height);
     const int tw = px1 - px0;
     const int th = py1 - py0;
-    const float alpha_min = (float)(1.0 / 255.0);
+    const float alpha_min = $ALPHA_MIN;
     alignas(32) float PXC[TS];  // pixel centres' x
     for (int l = 0; l < TS; ++l) PXC[l] = (float)(px0 + l) + 0.5f;
 """ + _VECTOR_TYPES
@@ -295,10 +295,10 @@ _CHUNK_ALPHA = """
                 const v8f power = fma(q1 * dx, (v8f)(dy), 0.5f * fma(q0 * dx, dx, (v8f)(q2dydy)));
                 const v8f ex = vexp_neg(power);
                 const v8f raw = o * ex;
-                const v8f alpha = vmin((v8f)(0.99f), raw);
+                const v8f alpha = vmin((v8f)($ALPHA_MAX), raw);
 """
 
-_FORWARD_SNIPPET = _TILE_SETUP + """
+_FORWARD_SNIPPET = warp_backend.native_snippet(_TILE_SETUP + """
     alignas(32) float T[TS * TS];  // transmittance; negated (-T) once the pixel is done
     alignas(32) float A0[TS * TS], A1[TS * TS], A2[TS * TS], A3[TS * TS];
     alignas(32) int LAST[TS * TS];
@@ -343,7 +343,7 @@ _FORWARD_SNIPPET = _TILE_SETUP + """
 """ + _CHUNK_ALPHA + """
                 const v8f t_next = t * (1.0f - alpha);
                 const v8i hit = open & ~hidden & (power >= 0.0f) & (alpha >= alpha_min);
-                const v8i stop = (hit & (t_next < 1.0e-4f)) | hidden;
+                const v8i stop = (hit & (t_next < $TRANSMITTANCE_MIN)) | hidden;
                 const v8i ok = hit & ~stop;
                 const v8f w = sel(ok, alpha * t, (v8f)(0.0f));
                 st(A0 + j, fma((v8f)(cr), w, ld(A0 + j)));
@@ -369,9 +369,9 @@ _FORWARD_SNIPPET = _TILE_SETUP + """
             out_last.data[i] = LAST[j];
         }
     }
-"""
+""")
 
-_BACKWARD_SNIPPET = _TILE_SETUP + """
+_BACKWARD_SNIPPET = warp_backend.native_snippet(_TILE_SETUP + """
     alignas(32) float T[TS * TS];  // transmittance before the current Gaussian
     alignas(32) float SW[TS * TS];  // running sum of w_j (c_j . g_C + d_j g_D)
     alignas(32) float B[TS * TS];  // C . g_C + D g_D + T_final g_T
@@ -435,7 +435,7 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
                 const v8f sw = fma(w, gdot, sw_old);
                 const v8f one_minus = 1.0f - alpha;
                 const v8f dalpha = fma(t, gdot, -((ld(B + j) - sw) / one_minus));
-                const v8i live = hit & (raw <= 0.99f);  // the clamp passes no gradient
+                const v8i live = hit & (raw <= $ALPHA_MAX);  // the clamp passes no gradient
                 const v8f dpow = sel(live, -dalpha * raw, (v8f)(0.0f));
                 float* a = &acc[0][l0];
                 st(a + 0 * TS, fma(dpow, fma((v8f)(q0), dx, (v8f)(q1dy)), ld(a + 0 * TS)));
@@ -464,7 +464,7 @@ _BACKWARD_SNIPPET = _TILE_SETUP + """
             slot[c] = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
         }
     }
-"""
+""")
 
 
 @wp.func_native(_FORWARD_SNIPPET)

@@ -23,7 +23,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# Real spherical-harmonics basis constants of the INRIA 3DGS / gsplat convention, defined
+# once here (the storage convention's activation needs SH_C0) and listed with the forward
+# model in bench.render.constants.
 SH_C0 = 0.28209479177387814  # 1 / (2 sqrt(pi)), the degree-0 real SH basis value
+SH_C1 = 0.4886025119029199
+SH_C2 = (
+    1.0925484305920792,
+    -1.0925484305920792,
+    0.31539156525252005,
+    -1.0925484305920792,
+    0.5462742152960396,
+)
+SH_C3 = (
+    -0.5900435899266435,
+    2.890611442640554,
+    -0.4570457994644658,
+    0.3731763325901154,
+    -0.4570457994644658,
+    1.445305721320277,
+    -0.5900435899266435,
+)
 SH_REST_COUNTS = {0: 0, 1: 3, 2: 8, 3: 15}  # SH degree -> rest coefficients per channel
 
 

@@ -20,14 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.geometry import Similarity, mat_to_quat, quat_mul
-from bench.scene.gaussians import GaussianSplats
-
-# Real SH basis constants of the INRIA 3DGS / gsplat convention (bands 1-3).
-SH_C1 = 0.4886025119029199
-SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005,
-         -1.0925484305920792, 0.5462742152960396)
-SH_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
-         -0.4570457994644658, 1.445305721320277, -0.5900435899266435)
+from bench.scene.gaussians import SH_C1, SH_C2, SH_C3, GaussianSplats
 
 
 def sh_basis(dirs: np.ndarray, degree: int) -> np.ndarray:  # [P, 3] -> [P, (deg+1)^2 - 1]

@@ -7,10 +7,10 @@ time is kept out of the record so that result files are byte-identical across
 runs; :func:`run_episode` returns it separately (and the per-query latencies through
 ``latencies=``).
 
-The policy sees :func:`bench.policies.base.policy_observation` (named camera images,
+The policy sees :func:`bench.sim.policy_io.policy_observation` (named camera images,
 proprio, prompt, time stamp) and its chunk goes through
-:func:`bench.policies.base.to_env_chunk` (validated, absolute rows turned into deltas,
-fitted to the env's chunk). A :class:`~bench.policies.base.PolicyError` (a dead, slow
+:func:`bench.sim.policy_io.to_env_chunk` (validated, absolute rows turned into deltas,
+fitted to the env's chunk). A :class:`~bench.sim.policy_io.PolicyError` (a dead, slow
 or malformed policy server, a malformed chunk) ends the rollout with
 ``status="error"`` and the reason: a fault, not a task failure.
 
@@ -142,7 +142,7 @@ def run_episode(
         (record, wrist frames [H, W, 3] uint8 seen by the policy if ``record_frames``,
         wall-clock seconds).
     """
-    from bench.policies.base import PolicyError, policy_observation, to_env_chunk
+    from bench.sim.policy_io import PolicyError, policy_observation, to_env_chunk
 
     execution = execution or Execution()
     start = time.perf_counter()

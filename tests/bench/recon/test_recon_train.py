@@ -341,3 +341,19 @@ def test_training_with_densification_grows_within_the_cap(capture):
     assert len(result.splats) == counts[-1]
     assert result.splats.count_nonfinite() == 0
     assert all(math.isfinite(row["test_psnr"]) for row in result.log)
+
+
+def test_resolve_backend_auto_follows_the_renderers_check(monkeypatch):
+    """The trainer's ``auto`` is bench.render's gsplat/CUDA check; explicit names as given."""
+    import bench.render as R
+    from bench.errors import BenchError
+    from bench.recon.config import resolve_backend
+
+    assert resolve_backend("cpu") == "cpu"
+    monkeypatch.setattr(R, "gsplat_available", lambda: True)
+    assert resolve_backend("auto") == "gsplat"
+    monkeypatch.setattr(R, "gsplat_available", lambda: False)
+    assert resolve_backend("auto") == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(BenchError, match="needs a CUDA GPU; use --backend cpu"):
+            resolve_backend("gsplat")

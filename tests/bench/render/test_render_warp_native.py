@@ -89,3 +89,26 @@ def test_large_tiles_use_the_plain_kernel():
     big = wb.render_cpu(splats, cam, tile_size=64)
     # Different tile sizes cut footprints differently (the tile rule), but only at the edges.
     assert np.mean(np.abs(small.rgb - big.rgb) > 1e-3) < 0.05
+
+
+def test_native_snippets_spell_the_forward_model_constants():
+    """The C++ snippets take ALPHA_MIN/MAX, TRANSMITTANCE_MIN, TILE_SIZE from constants.py."""
+    from bench.render import constants as K
+    from bench.render import warp_culled, warp_grad
+
+    spelled = wb.NATIVE_CONSTANTS
+    # a C++ float literal is the decimal rounded once to float32, as numpy parses it
+    assert np.float32(spelled["ALPHA_MAX"].removesuffix("f")) == np.float32(K.ALPHA_MAX)
+    assert (np.float32(spelled["TRANSMITTANCE_MIN"].removesuffix("f"))
+            == np.float32(K.TRANSMITTANCE_MIN))
+    # (float)(1.0 / d): a double quotient rounded to float32
+    denominator = float(spelled["ALPHA_MIN"].removeprefix("(float)(1.0 / ").removesuffix(")"))
+    assert np.float32(1.0 / denominator) == np.float32(K.ALPHA_MIN)
+    assert int(spelled["TILE_SIZE"]) == K.TILE_SIZE
+    for snippet in (wb._RASTER_TILE_SNIPPET, warp_culled.RASTER_WINDOW_SNIPPET,
+                    warp_grad._FORWARD_SNIPPET, warp_grad._BACKWARD_SNIPPET):
+        assert "$" not in snippet
+        assert spelled["ALPHA_MIN"] in snippet and spelled["ALPHA_MAX"] in snippet
+    for forward in (wb._RASTER_TILE_SNIPPET, warp_culled.RASTER_WINDOW_SNIPPET,
+                    warp_grad._FORWARD_SNIPPET):
+        assert f"(t_next < {spelled['TRANSMITTANCE_MIN']})" in forward

@@ -85,3 +85,17 @@ def test_nonfinite_rows_any_core_array_not_extras():
         assert s.nonfinite_mask().tolist() == [False, True] and s.count_nonfinite() == 1, field
     extra_nan = base.replace(extra={"f": np.array([np.nan, 0.0], np.float32)})
     assert extra_nan.count_nonfinite() == 0  # extras are carried, not validated
+
+
+def test_sh_basis_constants_are_defined_once():
+    """The renderer's spec and the scene transforms use the storage model's SH constants;
+    SH_C0 = 1 / (2 sqrt(pi)), SH_C1 = sqrt(3) / (2 sqrt(pi)) (the real SH normalisation)."""
+    from bench.render import constants as K
+    from bench.scene import gaussians as G
+    from bench.scene import transforms as T
+
+    for name in ("SH_C0", "SH_C1", "SH_C2", "SH_C3"):
+        assert getattr(K, name) is getattr(G, name)
+    assert (T.SH_C1, T.SH_C2, T.SH_C3) == (G.SH_C1, G.SH_C2, G.SH_C3)
+    assert math.isclose(G.SH_C0, 1.0 / (2.0 * math.sqrt(math.pi)), rel_tol=1e-15)
+    assert math.isclose(G.SH_C1, math.sqrt(3.0) / (2.0 * math.sqrt(math.pi)), rel_tol=1e-15)
