@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import signal
 import sys
 import tempfile
 import time
@@ -125,19 +126,26 @@ def main(argv: list[str] | None = None) -> None:
     from speed_doc import Table, command_line, run_started, write_speed_doc
 
     started = run_started()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with `&`
     iters = {"warp": args.iters, "torch": args.torch_iters}
     print(f"torch {torch.__version__}; {args.rounds} alternating rounds of {args.iters} Warp / "
           f"{args.torch_iters} torch iterations per cell; SH degree 0, densification off")
     print("| " + " | ".join(GRID_HEADER) + " |")
     print("|---|---|---|---|---|---|", flush=True)
-    rows, cells = [], []
-    for s in args.sizes:
-        for g in args.gaussians:
-            for t in args.threads:
-                r = measure(s, g, t, iters, args.rounds)
-                rows.append(r)
-                cells.append(grid_cells(r))
-                print("| " + " | ".join(cells[-1]) + " |", flush=True)
+    rows, cells, stopped = [], [], []
+    grid = [(s, g, t) for s in args.sizes for g in args.gaussians for t in args.threads]
+    for k, (s, g, t) in enumerate(grid):
+        try:  # Ctrl-C stops the grid; the cells measured so far still go into the doc
+            r = measure(s, g, t, iters, args.rounds)
+        except KeyboardInterrupt:
+            stopped = grid[k:]
+            print(f"interrupted: {len(stopped)} cell(s) not measured", flush=True)
+            break
+        rows.append(r)
+        cells.append(grid_cells(r))
+        print("| " + " | ".join(cells[-1]) + " |", flush=True)
+    if not rows:
+        raise SystemExit("interrupted before the first cell; nothing to write")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -148,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
                     "cell; SH degree 0, densification off); speed-up = warp it/s / torch it/s.",
                     GRID_HEADER, cells, align=["l", "r", "r", "r", "r", "r"])]
     recon_threads = min(args.threads)
-    if args.recon:
+    if args.recon and not stopped:
         r = reconstruction(recon_threads, args.torch_iters)
         print(f"reconstruction, 128x128, 24 views, 40,000 seed points, SH degree 1, "
               f"densification on, {recon_threads} thread(s): warp 3,000 iterations "
@@ -171,6 +179,10 @@ def main(argv: list[str] | None = None) -> None:
                  "(pruned block path, the reference). threads = torch threads = Warp tile "
                  "threads. Each cell starts with one untimed iteration of each path (kernel "
                  "compilation, caches)."]
+        if stopped:
+            notes.append(f"Interrupted (Ctrl-C) after {len(rows)} of {len(grid)} cells; not "
+                         "measured: " + ", ".join(f"{s}x{s} / {g:,} / {t} thread(s)"
+                                                  for s, g, t in stopped) + ".")
         write_speed_doc(args.doc, title="CPU trainer speed: Warp vs torch rasterizer",
                         command=command_line([__file__, *(sys.argv[1:] if argv is None
                                                           else argv)]),
