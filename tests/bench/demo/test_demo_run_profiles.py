@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from bench.cli import main
-from bench.demo.run import COVERAGE, PRESETS, PROFILES, WORLDS, DemoConfig, demo_assets
+from bench.demo.run import COVERAGE, PROFILES, WORLDS, DemoConfig, demo_assets
 from bench.errors import BenchError
 from bench.study.spec import YUBI_MAX_FRAMES, spec_from_dict
+from perturbations.registry import preset_names
 
 
 def _spec(profile, **options):
@@ -26,10 +28,15 @@ def test_profile_names_and_executor():
 
 def test_default_profile_is_the_documented_preset():
     spec = _spec("default")
-    assert spec.conditions == ("clean", *PRESETS)
+    assert spec.conditions == ("clean", *preset_names())
     assert list(spec.extra_conditions) == list(COVERAGE) and len(spec.all_conditions) == 10
     assets = demo_assets()
-    assert spec.scenes == assets["scenes"] and spec.captures == assets["captures"]
+
+    def resolved(paths):  # the shipped paths are relative to the working directory
+        return {k: Path(v).resolve() for k, v in paths.items()}
+
+    assert resolved(spec.scenes) == resolved(assets["scenes"])
+    assert resolved(spec.captures) == resolved(assets["captures"])
     for scene, world in WORLDS.items():  # the reconstructions of the worlds, held-out captures
         assert Path(spec.scenes[scene]).parts[-2:] == (world, "clean")
         assert Path(spec.captures[scene]).name == "capture.json"
@@ -41,7 +48,13 @@ def test_default_profile_is_the_documented_preset():
     assert spec.tasks == ("cup",) and spec.image_size == (64, 64) and spec.max_frames == 200
     assert spec.metrics == ("psnr", "ssim", "lpips")
     assert spec.deployment == {"fisheye_mode": "direct"}
-    assert spec_from_dict(spec.to_json()) == spec  # a StudySpec written back resolved
+    back = spec_from_dict(spec.to_json())  # a StudySpec written back resolved: the same
+    assert resolved(back.scenes) == resolved(spec.scenes)  # places, now absolute
+    assert resolved(back.captures) == resolved(spec.captures)
+    assert {c: resolved(p) for c, p in back.extra_conditions.items()} == {
+        c: resolved(p) for c, p in spec.extra_conditions.items()}
+    assert dataclasses.replace(back, scenes=spec.scenes, captures=spec.captures,
+                               extra_conditions=spec.extra_conditions) == spec
     spec.validate_registries()
 
 
@@ -50,7 +63,7 @@ def test_paper_profile_is_yubis_design():
     assert (spec.trials, spec.real_trials) == (80, 20)
     assert spec.tasks == ("cup", "tape", "pen") and spec.image_size == (64, 64)  # the policies'
 
-    assert spec.conditions == ("clean", *PRESETS)
+    assert spec.conditions == ("clean", *preset_names())
     assert spec.metrics == ("psnr", "ssim", "lpips", "nvs-sqa")
     assert spec.deployment == {"fisheye_mode": "cubemap"} and spec.obs_policy_every == 4
     for scene in WORLDS:  # YUBI's per-task limits: 600 frames, 1,800 for the long ones
