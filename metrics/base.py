@@ -9,6 +9,7 @@ image (``unit == "image"``) or one value per ordered sequence
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -67,10 +68,30 @@ class Scorer:
             )
         if self.info.mode == "NR" and ref is not None:
             raise BenchError(f"{self.info.name} is no-reference: do not pass reference images")
-        return self.score(pred, ref)
+        with fixed_torch_threads():
+            return self.score(pred, ref)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.info.name!r}, mode={self.info.mode})"
+
+
+#: CPU threads of torch while a scorer runs: float reductions depend on the thread count, so a
+#: fixed count keeps scores byte-identical whatever the process set before (a trainer's or a
+#: worker's ``torch.set_num_threads``).
+SCORER_THREADS = 1
+
+
+@contextlib.contextmanager
+def fixed_torch_threads(threads: int = SCORER_THREADS):
+    """Run the body with torch's intra-op threads at ``threads`` (restored afterwards)."""
+    import torch  # already loaded: get_scorer resolves the device with it
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def resolve_device(device: str) -> str:
