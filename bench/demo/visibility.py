@@ -39,6 +39,7 @@ import dataclasses
 import math
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,17 +207,18 @@ def changed_pixels(clean: np.ndarray, damaged: np.ndarray, valid: np.ndarray,  #
     return {t: int(np.count_nonzero(diff > t)) for t in thresholds}
 
 
-def _observed_states(env: Any, policy: Any, init_index: int) -> list[np.ndarray]:
-    """The qpos at every observation the policy is given in a clean rollout (blocking)."""
-    base = env.unwrapped
+def _observations(env: Any, policy: Any, init_index: int) -> Iterator[int]:
+    """Run a clean rollout (blocking); pause at every observation the policy is given.
+
+    Yields the env frame; the caller renders the live MuJoCo state, as the env does.
+    """
     obs, info = env.reset(seed=init_index)
     policy.reset(seed=init_index)
-    states = [base.world.data.qpos.copy()]
     while True:
+        yield int(info["frame"])
         obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
         if terminated or truncated:
-            return states
-        states.append(base.world.data.qpos.copy())
+            return
 
 
 def _scene_bundles(config: VisibilityConfig, spec: Any, scene: str, tmp: Path
@@ -248,8 +250,6 @@ def _scene_bundles(config: VisibilityConfig, spec: Any, scene: str, tmp: Path
 def _measure_cell(config: VisibilityConfig, spec: Any, cell: CellCounts, clean: Any,
                   perturbed: dict[str, Any], bar: Any) -> None:
     """Fill ``cell`` from ``config.conditions`` expert rollouts of its (scene, task)."""
-    import mujoco
-
     from bench.demo.real import tilt_rig
     from bench.policies.base import make_policy
     from bench.sim.observation import ObservationRenderer
@@ -267,9 +267,7 @@ def _measure_cell(config: VisibilityConfig, spec: Any, cell: CellCounts, clean: 
     cell.changed = {p: dict.fromkeys(config.thresholds, 0) for p in config.presets}
     try:
         for trial in range(config.conditions):
-            for qpos in _observed_states(env, policy, init_index(spec, "sim", trial)):
-                base.world.data.qpos[:] = qpos
-                mujoco.mj_forward(base.world.model, base.world.data)
+            for _ in _observations(env, policy, init_index(spec, "sim", trial)):
                 tcp = base.world.robot.tcp_pose(base.world.data)
                 body = base.world.robot.camera_pose(base.world.data)
                 for rig_cam, flat_cam in zip(base.rig, untilted, strict=True):

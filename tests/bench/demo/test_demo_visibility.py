@@ -66,7 +66,9 @@ def test_same_config_gives_the_same_tables(measured, tmp_path):
 
 
 def test_the_clean_render_is_the_demo_envs_observation():
-    """The measurement renders what the demo's simulated env gives the policy."""
+    """The measurement renders what the demo's simulated env gives the policy, bit for bit,
+    at the reset and after executed chunks (the live state the env renders)."""
+    from bench.policies.base import make_policy
     from bench.scene.bundle import load_scene
     from bench.sim.observation import ObservationRenderer
     from bench.study.executors import make_study_env
@@ -76,18 +78,23 @@ def test_the_clean_render_is_the_demo_envs_observation():
     env = make_study_env(spec, scene="flat", task="cup", domain="sim", bundle=bundle)
     state_env = make_study_env(spec, scene="flat", task="cup", domain="sim", bundle=bundle,
                                obs_mode="state")
+    base = state_env.unwrapped
+    renderer = ObservationRenderer(base.world, bundle, base.config, rig=base.rig)
     try:
-        obs, _ = env.reset(seed=100)
+        obs, info = env.reset(seed=100)
         state_env.reset(seed=100)
-        base = state_env.unwrapped
-        renderer = ObservationRenderer(base.world, bundle, base.config, rig=base.rig)
-        images = renderer.render_cameras()
-        renderer.close()
-        assert sorted(images) == ["wrist_left_rgb", "wrist_right_rgb"]
-        for key, image in images.items():
-            assert image.shape == (24, 24, 3)
-            np.testing.assert_array_equal(image, obs[key])
+        policy = make_policy("expert", env)
+        for _ in range(2):  # reset + one executed chunk
+            images = renderer.render_cameras()
+            assert sorted(images) == ["wrist_left_rgb", "wrist_right_rgb"]
+            for key, image in images.items():
+                assert image.shape == (24, 24, 3)
+                np.testing.assert_array_equal(image, obs[key])
+            action = policy.act(obs, info)
+            obs, _, _, _, info = env.step(action)
+            state_env.step(action)
     finally:
+        renderer.close()
         env.close()
         state_env.close()
 
