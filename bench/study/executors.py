@@ -236,27 +236,16 @@ class WorkerState:
     def env_and_policies(self, chunk: RolloutChunk) -> tuple[Any, dict]:
         """The env and policies of a chunk's cell (the env is reused while the cell is the same)."""
         import bench.policies.visual  # noqa: F401 - registers the visual policies
-        import bench.sim
         from bench.policies import make_policy
         from bench.policies.entry import build_ref
-        from bench.study.deployment import Deployment
 
         if self._env is not None and self._env[0] == (*chunk.group, chunk.domain):
             return self._env[1], self._env[2]
         self.close()
         spec = self.spec
-        deployment = Deployment.from_dict(spec.deployment)
         bundle = self.background(chunk.scene, chunk.condition, chunk.bundle)
-        overrides = {"image_size": spec.image_size,
-                     "max_frames": spec.frames_limit(chunk.scene, chunk.task),
-                     "render_backend": spec.render_backend, **deployment.env_overrides()}
-        if spec.real_domain == "world":  # "real" trials in the ground-truth world
-            from bench.study.world_domain import make_domain_env
-
-            env = make_domain_env(spec, scene=chunk.scene, task=chunk.task, domain=chunk.domain,
-                                  bundle=bundle, overrides=overrides)
-        else:
-            env = bench.sim.make_env(chunk.task, bundle, **overrides)
+        env = make_study_env(spec, scene=chunk.scene, task=chunk.task, domain=chunk.domain,
+                             bundle=bundle)
         try:
             policies = {p: (build_ref(spec.policy_refs[p], env, seed=spec.seed)
                             if p in spec.policy_refs else make_policy(p, env, seed=spec.seed))
@@ -272,6 +261,29 @@ class WorkerState:
         if self._env is not None:
             env, self._env = self._env[1], None
             env.close()
+
+
+def make_study_env(spec: Any, *, scene: str, task: str, domain: str, bundle: Any,
+                   **extra: Any) -> Any:
+    """The env a study's rollouts of (scene, task, domain) run in, on ``bundle``.
+
+    Image size, time limit, backend and deployment settings come from ``spec``; with
+    ``real_domain: "world"`` the domain's env of :mod:`bench.study.world_domain`.
+    ``extra``: further EnvConfig fields (e.g. ``obs_mode="state"`` for a caller that
+    renders the observations itself, :mod:`bench.demo.visibility`).
+    """
+    import bench.sim
+    from bench.study.deployment import Deployment
+
+    deployment = Deployment.from_dict(spec.deployment)
+    overrides = {"image_size": spec.image_size, "max_frames": spec.frames_limit(scene, task),
+                 "render_backend": spec.render_backend, **deployment.env_overrides(), **extra}
+    if spec.real_domain == "world":  # "real" trials in the ground-truth world
+        from bench.study.world_domain import make_domain_env
+
+        return make_domain_env(spec, scene=scene, task=task, domain=domain, bundle=bundle,
+                               overrides=overrides)
+    return bench.sim.make_env(task, bundle, **overrides)
 
 
 def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
