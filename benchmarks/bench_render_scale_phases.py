@@ -31,8 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_render_scale import cameras  # noqa: E402
 
 PHASES = {"_project_kernel": "projection", "_project_tight_kernel": "projection",
+          "_project_simd_kernel": "projection", "_project_rows_kernel": "projection",
           "_bin_kernel": "binning", "_scatter_kernel": "binning",
+          "_scatter_prefetch_kernel": "binning",
           "_raster_tile_kernel": "blend", "_raster_window_kernel": "blend",
+          "_raster_packed_kernel": "blend",
           "_raster_kernel": "blend"}
 COLUMNS = ("projection", "depth sort", "binning", "blend", "host", "total")
 

@@ -245,7 +245,7 @@ def _cpu_arrays(index: SpatialIndex, splats: GaussianSplats):
                 f"splats contain {splats.count_nonfinite()} Gaussians with NaN/Inf values; "
                 "drop them first (e.g. read_ply(..., drop_nonfinite=True))"
             )
-        arrays = wb._SplatArrays(splats, index.order)  # filled in chunks, no subset copy
+        arrays = wb._SplatArrays(splats, index.order, packed=True)  # chunked, no subset copy
         object.__setattr__(index, "_cpu", arrays)
     return arrays
 
@@ -299,12 +299,15 @@ def render_cpu_culled(
     sh_degree: int | None = None,
     occluder_depth: np.ndarray | None = None,  # [H, W]
     tile_size: int = K.TILE_SIZE,
+    projection: str | None = None,
 ):
     """:func:`bench.render.warp_backend.render_cpu` with block culling in front.
 
-    Same kernels, same arguments, same depth order (ties by original index), so the
-    output equals ``render_cpu``'s; only Gaussians of blocks that cannot be drawn and
-    fully transparent ones are never projected.
+    Same depth keys, same culls, same depth order (ties by original index) and the same
+    tile lists as ``render_cpu`` (only Gaussians of blocks that cannot be drawn and fully
+    transparent ones are never projected). ``projection="scalar"`` uses today's
+    per-Gaussian arithmetic (the output equals ``render_cpu``'s bit for bit);
+    the default ``"simd"`` (:data:`PROJECTION`) agrees with it to float round-off.
     """
     from bench.render.output import RenderOutput, resolve_sh_degree
 
@@ -316,7 +319,7 @@ def render_cpu_culled(
     runs = block_runs(index, visible_blocks(index, camera))
     return render_runs(arr, runs, camera, degree=degree, background=background,
                        occluder_depth=occluder_depth, tile_size=tile_size,
-                       original=index.order)
+                       original=index.order, projection=projection)
 
 
 def _sort_buffers(arr, num: int):
@@ -350,6 +353,79 @@ def _concat_ranges(runs: np.ndarray) -> np.ndarray:  # [R, 2] -> [sum of lengths
                                                         + lengths, lengths)
 
 
+#: How the exact path projects: ``"simd"`` (8 Gaussians per thread in vector types; same
+#: depth keys, culls and tile lists as today, values to float round-off) or ``"scalar"``
+#: (``warp_culled._project_one``, today's arithmetic: the image bit for bit).
+PROJECTIONS = ("simd", "scalar")
+PROJECTION = "simd"
+#: Tile-list scatter: ``"prefetch"`` (C++, next rectangles prefetched) or ``"plain"``
+#: (``warp_culled._scatter_kernel``, the reference; same lists, tested).
+SCATTER = "prefetch"
+CHUNK = 8  # rows per SIMD projection thread (the snippet's lane count)
+
+
+def chunks_of_runs(runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [R, 2] -> [C], [C]
+    """(first row, length <= CHUNK) of each chunk of the row ranges ``runs``."""
+    lengths = runs[:, 1] - runs[:, 0]
+    per_run = -(-lengths // CHUNK)
+    total = int(per_run.sum())
+    first = np.repeat(runs[:, 0], per_run)
+    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(per_run) - per_run, per_run)
+    start = first + CHUNK * within
+    length = np.minimum(CHUNK, np.repeat(runs[:, 1], per_run) - start)
+    return start.astype(np.int32), length.astype(np.int32)
+
+
+def _levels(arr):
+    """``ln(opacity / ALPHA_MIN)`` of every row of ``arr`` (computed once, kept with it)."""
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+    from bench.render import warp_culled as wc
+
+    level = getattr(arr, "_level", None)
+    if level is None:
+        level = wp.zeros(arr.num, dtype=float, device=wb.DEVICE)
+        wp.launch(wc._level_kernel, dim=arr.num, device=wb.DEVICE, inputs=[arr.opacity, level])
+        arr._level = level
+    return level
+
+
+def _project_simd(arr, runs: np.ndarray, shared: list, tile_count) -> None:
+    """Project ``runs`` with the SIMD kernel; lanes it defers go to the scalar kernel."""
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+    from bench.render import warp_culled as wc
+
+    start, length = chunks_of_runs(runs)
+    if len(start) == 0:
+        return
+    deferred = getattr(arr, "_deferred", None)
+    if deferred is None:
+        deferred = (wp.zeros(arr.num, dtype=wp.int32, device=wb.DEVICE),
+                    wp.zeros(1, dtype=wp.int32, device=wb.DEVICE))
+        arr._deferred = deferred
+    rows, count = deferred
+    count.zero_()
+    wp.launch(
+        wc._project_simd_kernel, dim=len(start), device=wb.DEVICE,
+        inputs=[wp.array(start, dtype=wp.int32, device=wb.DEVICE),
+                wp.array(length, dtype=wp.int32, device=wb.DEVICE), arr.means, arr.cov_a,
+                arr.cov_b, arr.opacity, _levels(arr), arr.sh, arr.sh.shape[1], *shared,
+                arr.record, arr.rect, arr.touched, tile_count, rows, count],
+    )
+    num = int(count.numpy()[0])
+    arr.last_deferred = num
+    if num:
+        wp.launch(
+            wc._project_rows_kernel, dim=num, device=wb.DEVICE,
+            inputs=[rows, arr.means, arr.cov_a, arr.cov_b, arr.opacity, arr.sh, *shared,
+                    arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched,
+                    tile_count, arr.rec_opacity],
+        )
+
+
 def render_runs(
     arr,
     runs: np.ndarray,  # [R, 2] (start, end) rows of ``arr`` to project
@@ -360,6 +436,7 @@ def render_runs(
     occluder_depth: np.ndarray | None,  # [H, W]
     tile_size: int,
     original: np.ndarray | None,  # [rows] original index of each row (depth ties), or None
+    projection: str | None = None,
 ):
     """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
 
@@ -390,12 +467,28 @@ def render_runs(
         img.tiles_y,
     ]
     outputs = [arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched]
-    if len(runs) > MAX_RUN_LAUNCHES:  # e.g. LOD: many short ranges -> one indexed launch
+    projection = PROJECTION if projection is None else projection
+    if projection not in PROJECTIONS:
+        raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
+    packed = arr.record is not None
+    if not packed:  # arrays without records (the plain layout): today's arithmetic only
+        projection = "scalar"
+    opacity_out = arr.rec_opacity if packed else arr.opacity
+    if projection == "simd":
+        _project_simd(arr, runs, shared, tile_count)
+        if len(runs) > MAX_RUN_LAUNCHES:
+            rows = _concat_ranges(runs)
+            drawn = [rows[arr.touched_np[rows] != 0]]
+        else:
+            drawn = [np.flatnonzero(arr.touched_np[start:end]) + start
+                     for start, end in runs.tolist()]
+    elif len(runs) > MAX_RUN_LAUNCHES:  # e.g. LOD: many short ranges -> one indexed launch
         rows = _concat_ranges(runs).astype(np.int32)
         wp.launch(
             wc._project_rows_kernel, dim=len(rows), device=wb.DEVICE,
             inputs=[wp.array(rows, dtype=wp.int32, device=wb.DEVICE), arr.means, arr.cov_a,
-                    arr.cov_b, arr.opacity, arr.sh, *shared, *outputs, tile_count],
+                    arr.cov_b, arr.opacity, arr.sh, *shared, *outputs, tile_count,
+                    opacity_out],
         )
         drawn = [rows[arr.touched_np[rows] != 0]]
     else:
@@ -404,7 +497,8 @@ def render_runs(
             wp.launch(
                 wc._project_tight_kernel, dim=end - start, device=wb.DEVICE,
                 inputs=[arr.means[part], arr.cov_a[part], arr.cov_b[part], arr.opacity[part],
-                        arr.sh[part], *shared, *(o[part] for o in outputs), tile_count],
+                        arr.sh[part], *shared, *(o[part] for o in outputs), tile_count,
+                        opacity_out[part]],
             )
         # Drawn rows in ascending order, run by run (no scene-sized index arrays).
         drawn = [np.flatnonzero(arr.touched_np[start:end]) + start
@@ -431,20 +525,24 @@ def render_runs(
     use_occluder = int(occluder_depth is not None)
     if use_occluder:
         img.occluder.assign(np.ascontiguousarray(occluder_depth, np.float32).reshape(-1))
-    wp.launch(wc._scatter_kernel, dim=1, device=wb.DEVICE,
+    scatter = wc._scatter_prefetch_kernel if SCATTER == "prefetch" else wc._scatter_kernel
+    wp.launch(scatter, dim=1, device=wb.DEVICE,
               inputs=[order, num, img.tiles_x, arr.rect, img.cursor, arr.isect])
     native = wb._NATIVE_RASTER and tile_size <= wb._TILE_BUFFER
-    kernel = wc._raster_window_kernel if native else wb._raster_kernel
-    scratch = [] if native else [img.acc, img.trans, img.row_left]
-    wp.launch(
-        kernel, dim=num_tiles, device=wb.DEVICE,
-        inputs=[
-            img.tile_start, arr.isect, arr.xy, arr.conic, arr.ext, arr.depth,
-            arr.color, arr.opacity, width, height, tile_size, img.tiles_x,
-            wp.vec3(*(float(b) for b in background)), img.valid, img.occluder, use_occluder,
-            *scratch, img.rgb, img.depth, img.alpha,
-        ],
-    )
+    frame = [width, height, tile_size, img.tiles_x, wp.vec3(*(float(b) for b in background)),
+             img.valid, img.occluder, use_occluder]
+    if native and packed:
+        wp.launch(wc._raster_packed_kernel, dim=num_tiles, device=wb.DEVICE,
+                  inputs=[img.tile_start, arr.isect, arr.record, *frame, img.rgb, img.depth,
+                          img.alpha])
+    else:
+        kernel = wc._raster_window_kernel if native else wb._raster_kernel
+        scratch = [] if native else [img.acc, img.trans, img.row_left]
+        wp.launch(
+            kernel, dim=num_tiles, device=wb.DEVICE,
+            inputs=[img.tile_start, arr.isect, arr.xy, arr.conic, arr.ext, arr.depth,
+                    arr.color, arr.opacity, *frame, *scratch, img.rgb, img.depth, img.alpha],
+        )
     return RenderOutput(
         rgb=img.rgb.numpy().reshape(height, width, 3).copy(),
         depth=img.depth.numpy().reshape(height, width).copy(),

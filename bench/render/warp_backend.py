@@ -687,14 +687,24 @@ def fill_device_inputs(splats: GaussianSplats, out: dict[str, np.ndarray],
             out[name][rows] = values
 
 
+#: One row's projected values in ``_SplatArrays(..., packed=True).record`` (float offsets):
+#: a tile blender reads one 64-byte line per list entry instead of six arrays.
+RECORD_FIELDS = {"xy": 0, "conic": 2, "ext": 5, "depth": 8, "color": 9, "opacity": 12}
+RECORD_FLOATS = 16
+
+
 class _SplatArrays:
     """Device copies of one GaussianSplats (uploaded once) + per-frame scratch.
 
     ``order`` uploads ``splats.subset(order)`` (e.g. the culling index's block
-    order) without building that subset.
+    order) without building that subset. ``packed`` keeps the projected values of a
+    row in one 64-byte :data:`RECORD_FIELDS` record (``record``; ``xy`` ... ``color`` are
+    strided views of it, same memory as separate arrays plus a copy of the opacity) for
+    the exact path's blender.
     """
 
-    def __init__(self, splats: GaussianSplats, order: np.ndarray | None = None) -> None:
+    def __init__(self, splats: GaussianSplats, order: np.ndarray | None = None, *,
+                 packed: bool = False) -> None:
         n = splats.num if order is None else len(order)
         self.num = n
         self.stored_degree = splats.sh_degree
@@ -709,19 +719,35 @@ class _SplatArrays:
                  "sh": self.sh.numpy()}
         fill_device_inputs(splats, views, order)
         zeros = wp.zeros
-        self.xy = zeros(n, dtype=wp.vec2, device=DEVICE)
-        self.conic = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.ext = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.depth = zeros(n, dtype=float, device=DEVICE)
-        self.color = zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.record = None
+        if packed:  # the projected values as strided views of one 64-byte record per row
+            self.record = zeros((n, RECORD_FLOATS), dtype=float, device=DEVICE)
+            view = self._record_view
+            self.xy, self.conic = view(wp.vec2, "xy"), view(wp.vec3, "conic")
+            self.ext, self.depth = view(wp.vec3, "ext"), view(float, "depth")
+            self.color = view(wp.vec3, "color")
+        else:
+            self.xy = zeros(n, dtype=wp.vec2, device=DEVICE)
+            self.conic = zeros(n, dtype=wp.vec3, device=DEVICE)
+            self.ext = zeros(n, dtype=wp.vec3, device=DEVICE)
+            self.depth = zeros(n, dtype=float, device=DEVICE)
+            self.color = zeros(n, dtype=wp.vec3, device=DEVICE)
         self.rect = zeros(n, dtype=wp.vec4i, device=DEVICE)
         self.touched = zeros(n, dtype=wp.int32, device=DEVICE)
         self.isect = zeros(max(n, 1024), dtype=wp.int32, device=DEVICE)
         self.touched_np = self.touched.numpy()  # zero-copy views of CPU arrays
-        self.depth_np = self.depth.numpy()
+        self.depth_np = (self.depth.numpy() if self.record is None  # zero-copy views
+                         else self.record.numpy()[:, RECORD_FIELDS["depth"]])
+        self.rec_opacity = None if self.record is None else self._record_view(float, "opacity")
         self.sorted_capacity = -1
         self.sorted_buffers(0)
         self.images: dict[tuple[int, int], _ImageBuffers] = {}
+
+    def _record_view(self, dtype, field: str) -> wp.array:
+        """Rows of ``record[:, RECORD_FIELDS[field]:]`` as a strided Warp array of ``dtype``."""
+        return wp.array(ptr=self.record.ptr + 4 * RECORD_FIELDS[field], dtype=dtype,
+                        shape=(self.num,), strides=(4 * RECORD_FLOATS,), device=DEVICE,
+                        copy=False)
 
     def sorted_buffers(self, num: int) -> None:
         """Make the depth-sorted buffers (``order``, ``sort_keys``, ``s_*``) hold ``num``.

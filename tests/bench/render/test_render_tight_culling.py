@@ -23,6 +23,15 @@ from bench.render import warp_backend as wb
 from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 
+
+@pytest.fixture(autouse=True)
+def scalar_projection(monkeypatch):
+    """Bit for bit against today: the exact path with today's per-Gaussian arithmetic.
+
+    The default SIMD projection is checked against it in test_render_simd_projection.py.
+    """
+    monkeypatch.setattr(C, "PROJECTION", "scalar")
+
 # Opacities around the thresholds: just above ALPHA_MIN (tiny rectangles), moderate,
 # and near / above ALPHA_MAX (clamped alpha, pixels that stop early).
 OPACITIES = np.array([K.ALPHA_MIN * (1 + 1e-5), K.ALPHA_MIN * 1.001, K.ALPHA_MIN * 1.3,
