@@ -391,39 +391,51 @@ def _levels(arr):
     return level
 
 
-def _project_simd(arr, runs: np.ndarray, shared: list, tile_count) -> None:
-    """Project ``runs`` with the SIMD kernel; lanes it defers go to the scalar kernel."""
+def _project_simd(arr, runs: np.ndarray, shared: list, tile_count):
+    """Project ``runs`` with the SIMD kernel; lanes it defers go to the scalar kernel.
+
+    Returns the depth-sort buffers (keys, row ids) holding the ``num`` drawn rows (the
+    kernel appends them as it goes; the deferred ones follow), and ``num``.
+    """
     import warp as wp
 
     from bench.render import warp_backend as wb
     from bench.render import warp_culled as wc
 
     start, length = chunks_of_runs(runs)
-    if len(start) == 0:
-        return
+    keys, order = _sort_buffers(arr, int((runs[:, 1] - runs[:, 0]).sum()))
     deferred = getattr(arr, "_deferred", None)
     if deferred is None:
         deferred = (wp.zeros(arr.num, dtype=wp.int32, device=wb.DEVICE),
-                    wp.zeros(1, dtype=wp.int32, device=wb.DEVICE))
+                    wp.zeros(2, dtype=wp.int32, device=wb.DEVICE))
         arr._deferred = deferred
-    rows, count = deferred
-    count.zero_()
+    rows, counts = deferred  # counts: [deferred, drawn]
+    counts.zero_()
+    arr.last_deferred = 0
+    if len(start) == 0:
+        return keys, order, 0
     wp.launch(
         wc._project_simd_kernel, dim=len(start), device=wb.DEVICE,
         inputs=[wp.array(start, dtype=wp.int32, device=wb.DEVICE),
                 wp.array(length, dtype=wp.int32, device=wb.DEVICE), arr.means, arr.cov_a,
                 arr.cov_b, arr.opacity, _levels(arr), arr.sh, arr.sh.shape[1], *shared,
-                arr.record, arr.rect, arr.touched, tile_count, rows, count],
+                arr.record, arr.rect, arr.touched, tile_count, rows, counts, keys, order],
     )
-    num = int(count.numpy()[0])
-    arr.last_deferred = num
-    if num:
+    num_deferred, num = (int(c) for c in counts.numpy())
+    arr.last_deferred = num_deferred
+    if num_deferred:
         wp.launch(
-            wc._project_rows_kernel, dim=num, device=wb.DEVICE,
+            wc._project_rows_kernel, dim=num_deferred, device=wb.DEVICE,
             inputs=[rows, arr.means, arr.cov_a, arr.cov_b, arr.opacity, arr.sh, *shared,
                     arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched,
                     tile_count, arr.rec_opacity],
         )
+        late = rows.numpy()[:num_deferred]
+        late = late[arr.touched_np[late] != 0]
+        order.numpy()[num:num + len(late)] = late
+        keys.numpy()[num:num + len(late)] = arr.depth_np[late]
+        num += len(late)
+    return keys, order, num
 
 
 def render_runs(
@@ -474,14 +486,11 @@ def render_runs(
     if not packed:  # arrays without records (the plain layout): today's arithmetic only
         projection = "scalar"
     opacity_out = arr.rec_opacity if packed else arr.opacity
+    drawn = None
     if projection == "simd":
-        _project_simd(arr, runs, shared, tile_count)
-        if len(runs) > MAX_RUN_LAUNCHES:
-            rows = _concat_ranges(runs)
-            drawn = [rows[arr.touched_np[rows] != 0]]
-        else:
-            drawn = [np.flatnonzero(arr.touched_np[start:end]) + start
-                     for start, end in runs.tolist()]
+        keys, order, num = _project_simd(arr, runs, shared, tile_count)
+        if original is None:  # rows were appended out of order: ties by row, as listed
+            original = np.arange(arr.num)
     elif len(runs) > MAX_RUN_LAUNCHES:  # e.g. LOD: many short ranges -> one indexed launch
         rows = _concat_ranges(runs).astype(np.int32)
         wp.launch(
@@ -503,14 +512,16 @@ def render_runs(
         # Drawn rows in ascending order, run by run (no scene-sized index arrays).
         drawn = [np.flatnonzero(arr.touched_np[start:end]) + start
                  for start, end in runs.tolist()]
-    num = int(sum(len(d) for d in drawn))
-    keys, order = _sort_buffers(arr, num)
-    keys_np, order_np = keys.numpy(), order.numpy()  # zero-copy (CPU)
-    at = 0
-    for rows in drawn:
-        order_np[at:at + len(rows)] = rows
-        at += len(rows)
-    np.take(arr.depth_np, order_np[:num], out=keys_np[:num])
+    if drawn is not None:
+        num = int(sum(len(d) for d in drawn))
+        keys, order = _sort_buffers(arr, num)
+        order_np = order.numpy()  # zero-copy (CPU)
+        at = 0
+        for rows in drawn:
+            order_np[at:at + len(rows)] = rows
+            at += len(rows)
+        np.take(arr.depth_np, order_np[:num], out=keys.numpy()[:num])
+    keys_np, order_np = keys.numpy(), order.numpy()
     wp.utils.radix_sort_pairs(keys, order, num)
     if original is not None:
         ties_by_original_index(keys_np[:num], order_np[:num], original)

@@ -475,10 +475,13 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
         const int g = g0 + l;
         out_touched.data[g] = 0;
         if (defer[l]) {
-            deferred.data[deferred_count.data[0]++] = g;
+            deferred.data[counts.data[0]++] = g;
             continue;
         }
         if (!draw[l]) continue;
+        const int at = counts.data[1]++;  // drawn: appended to the depth sort's input
+        sort_keys.data[at] = DEPTH[l];
+        sort_rows.data[at] = g;
         out_touched.data[g] = (tx1[l] - tx0[l]) * (ty1[l] - ty0[l]);
         out_rect.data[g] = wp::vec4i(tx0[l], tx1[l], ty0[l], ty1[l]);
         for (int ty = ty0[l]; ty < ty1[l]; ++ty)
@@ -550,7 +553,9 @@ def _project_chunk(
     out_touched: wp.array(dtype=wp.int32),
     tile_count: wp.array(dtype=wp.int32),
     deferred: wp.array(dtype=wp.int32),
-    deferred_count: wp.array(dtype=wp.int32),
+    counts: wp.array(dtype=wp.int32),  # [2] lanes deferred, rows drawn
+    sort_keys: wp.array(dtype=float),  # [>= drawn] depth keys of the drawn rows
+    sort_rows: wp.array(dtype=wp.int32),  # [>= drawn] their rows
     chunk: int,
 ): ...
 
@@ -585,13 +590,15 @@ def _project_simd_kernel(
     out_touched: wp.array(dtype=wp.int32),
     tile_count: wp.array(dtype=wp.int32),
     deferred: wp.array(dtype=wp.int32),  # [N] rows left to _project_rows_kernel
-    deferred_count: wp.array(dtype=wp.int32),  # [1]
+    counts: wp.array(dtype=wp.int32),  # [2] lanes deferred, rows drawn
+    sort_keys: wp.array(dtype=float),  # [>= drawn] depth keys of the drawn rows
+    sort_rows: wp.array(dtype=wp.int32),  # [>= drawn] their rows
 ):
     """Project 8 rows per thread in clang vector types (see PROJECT_CHUNK_SNIPPET)."""
     _project_chunk(chunk_start, chunk_len, means, cov_a, cov_b, opacity, level, sh, sh_row,
                    degree, rot, trans, centre, model, intr, dist, lim, max_theta, width, height,
                    tile_size, tiles_x, tiles_y, record, out_rect, out_touched, tile_count,
-                   deferred, deferred_count, wp.tid())
+                   deferred, counts, sort_keys, sort_rows, wp.tid())
 
 
 @wp.kernel
