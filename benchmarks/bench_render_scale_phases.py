@@ -32,6 +32,7 @@ from bench_render_scale import cameras  # noqa: E402
 
 PHASES = {"_project_kernel": "projection", "_project_tight_kernel": "projection",
           "_project_simd_kernel": "projection", "_project_rows_kernel": "projection",
+          "_depth_sort_kernel": "depth sort",
           "_bin_kernel": "binning", "_scatter_kernel": "binning",
           "_scatter_prefetch_kernel": "binning",
           "_raster_tile_kernel": "blend", "_raster_window_kernel": "blend",

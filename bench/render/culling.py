@@ -358,6 +358,10 @@ def _concat_ranges(runs: np.ndarray) -> np.ndarray:  # [R, 2] -> [sum of lengths
 #: (``warp_culled._project_one``, today's arithmetic: the image bit for bit).
 PROJECTIONS = ("simd", "scalar")
 PROJECTION = "simd"
+#: Depth sort: ``"native"`` (C++ radix sort with the ties by original index in the same
+#: pass) or ``"plain"`` (``wp.utils.radix_sort_pairs`` + :func:`ties_by_original_index`,
+#: the reference; same order, tested).
+SORT = "native"
 #: Tile-list scatter: ``"prefetch"`` (C++, next rectangles prefetched) or ``"plain"``
 #: (``warp_culled._scatter_kernel``, the reference; same lists, tested).
 SCATTER = "prefetch"
@@ -436,6 +440,23 @@ def _project_simd(arr, runs: np.ndarray, shared: list, tile_count):
         keys.numpy()[num:num + len(late)] = arr.depth_np[late]
         num += len(late)
     return keys, order, num
+
+
+def _original_array(arr, original: np.ndarray | None):
+    """``original`` as a Warp int64 array (no copy; cached with ``arr`` by identity)."""
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+
+    cached = getattr(arr, "_original", None)
+    if original is None:
+        original = np.zeros(1, np.int64)
+    elif cached is not None and cached[0] is original:
+        return cached[1]
+    values = np.ascontiguousarray(original, dtype=np.int64)
+    array = wp.array(values, dtype=wp.int64, device=wb.DEVICE, copy=False)
+    arr._original = (original, array, values)  # values: keeps the memory alive
+    return array
 
 
 def render_runs(
@@ -521,10 +542,14 @@ def render_runs(
             order_np[at:at + len(rows)] = rows
             at += len(rows)
         np.take(arr.depth_np, order_np[:num], out=keys.numpy()[:num])
-    keys_np, order_np = keys.numpy(), order.numpy()
-    wp.utils.radix_sort_pairs(keys, order, num)
-    if original is not None:
-        ties_by_original_index(keys_np[:num], order_np[:num], original)
+    if SORT == "native":
+        wp.launch(wc._depth_sort_kernel, dim=1, device=wb.DEVICE,
+                  inputs=[keys, order, num, _original_array(arr, original),
+                          int(original is not None)])
+    else:
+        wp.utils.radix_sort_pairs(keys, order, num)
+        if original is not None:
+            ties_by_original_index(keys.numpy()[:num], order.numpy()[:num], original)
     counts = tile_count.numpy()
     starts = img.tile_start.numpy()
     starts[0] = 0

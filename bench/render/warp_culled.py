@@ -644,6 +644,100 @@ def _scatter_prefetch_kernel(
     _scatter_native(order, num, tiles_x, rect, cursor, isect)
 
 
+DEPTH_SORT_SNIPPET = """
+    // Keys are depths >= NEAR_PLANE > 0: their float bits sort as unsigned ints. LSD radix
+    // sort, four 8-bit digits, stable, ping-ponging between the two halves of each buffer
+    // (a pass whose digit is the same for every key is skipped).
+    unsigned int* ka = (unsigned int*)keys.data;
+    int* va = rows.data;
+    const int half = keys.shape[0] / 2;
+    unsigned int* kb = ka + half;
+    int* vb = va + half;
+    int hist[4][256];
+    for (int p = 0; p < 4; ++p)
+        for (int d = 0; d < 256; ++d) hist[p][d] = 0;
+    for (int i = 0; i < num; ++i) {
+        const unsigned int k = ka[i];
+        hist[0][k & 255u] += 1;
+        hist[1][(k >> 8) & 255u] += 1;
+        hist[2][(k >> 16) & 255u] += 1;
+        hist[3][k >> 24] += 1;
+    }
+    unsigned int* ks = ka;
+    int* vs = va;
+    unsigned int* kd = kb;
+    int* vd = vb;
+    for (int p = 0; p < 4; ++p) {
+        const int shift = 8 * p;
+        if (num == 0 || hist[p][(ks[0] >> shift) & 255u] == num) continue;  // one digit value
+        int at = 0;
+        for (int d = 0; d < 256; ++d) {
+            const int c = hist[p][d];
+            hist[p][d] = at;
+            at += c;
+        }
+        for (int i = 0; i < num; ++i) {
+            const unsigned int k = ks[i];
+            const int slot = hist[p][(k >> shift) & 255u]++;
+            kd[slot] = k;
+            vd[slot] = vs[i];
+        }
+        unsigned int* kt = ks; ks = kd; kd = kt;
+        int* vt = vs; vs = vd; vd = vt;
+    }
+    if (ks != ka) {
+        for (int i = 0; i < num; ++i) {
+            ka[i] = ks[i];
+            va[i] = vs[i];
+        }
+    }
+    // Equal depths: by original index (insertion sort; nearly all runs are pairs).
+    if (use_original) {
+        for (int i = 0; i + 1 < num; ++i) {
+            if (ka[i + 1] != ka[i]) continue;
+            int j = i + 1;
+            while (j + 1 < num && ka[j + 1] == ka[i]) ++j;
+            for (int a = i + 1; a <= j; ++a) {
+                const int row = va[a];
+                const long long key = original.data[row];
+                int b = a - 1;
+                while (b >= i && original.data[va[b]] > key) {
+                    va[b + 1] = va[b];
+                    --b;
+                }
+                va[b + 1] = row;
+            }
+            i = j;
+        }
+    }
+"""
+
+
+@wp.func_native(DEPTH_SORT_SNIPPET)
+def _depth_sort_native(
+    keys: wp.array(dtype=float),
+    rows: wp.array(dtype=wp.int32),
+    num: int,
+    original: wp.array(dtype=wp.int64),
+    use_original: int,
+): ...
+
+
+@wp.kernel
+def _depth_sort_kernel(
+    keys: wp.array(dtype=float),  # [2 * cap] depth keys (first num), scratch after cap
+    rows: wp.array(dtype=wp.int32),  # [2 * cap] their rows
+    num: int,
+    original: wp.array(dtype=wp.int64),  # [rows] original index of each row (depth ties)
+    use_original: int,
+):
+    """Stable radix sort by depth, then equal depths by original index (serial C++).
+
+    The same order as ``wp.utils.radix_sort_pairs`` + ``culling.ties_by_original_index``.
+    """
+    _depth_sort_native(keys, rows, num, original, use_original)
+
+
 _FULL_ROW = wb.native_snippet("""            int stops = 0;
             if (tw == $TILE_SIZE) {  // the usual full 16-pixel tile row: a constant trip count
                 for (int l = 0; l < $TILE_SIZE; ++l) stops += blend(l);

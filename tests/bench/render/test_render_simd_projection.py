@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from bench.render import culling as C
+from bench.render import warp_culled as wc
 from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.sample import sample_background
@@ -128,3 +129,50 @@ def test_chunks_cover_the_runs_exactly():
     rows = np.concatenate([np.arange(s, s + n) for s, n in zip(start, length, strict=True)])
     np.testing.assert_array_equal(rows, np.concatenate([np.arange(a, b) for a, b in runs]))
     assert length.max() <= C.CHUNK and length.min() >= 1
+
+
+@pytest.mark.parametrize("ties", [0, 1, 3, 9])
+def test_native_depth_sort_equals_radix_sort_and_tie_pass(ties):
+    # The reference: Warp's stable radix sort, then ties_by_original_index. Keys with
+    # runs of 2 .. ties + 1 equal depths, keys sharing their top bytes (skipped passes).
+    import warp as wp
+
+    rng = np.random.default_rng(ties)
+    for n in (0, 1, 2, 5000):
+        keys = rng.uniform(0.5, 0.6 if ties == 9 else 40.0, n).astype(np.float32)
+        for _ in range(ties):
+            pick = rng.integers(0, n, n // 10) if n else np.zeros(0, int)
+            keys[pick] = keys[rng.integers(0, n, len(pick))] if n else keys[pick]
+        rows = rng.permutation(n).astype(np.int32)
+        original = rng.permutation(n).astype(np.int64)
+        ref_keys, ref_rows = (wp.zeros(2 * n + 2, dtype=dt, device="cpu")
+                              for dt in (float, wp.int32))
+        ref_keys.numpy()[:n], ref_rows.numpy()[:n] = keys, rows
+        wp.utils.radix_sort_pairs(ref_keys, ref_rows, n)
+        C.ties_by_original_index(ref_keys.numpy()[:n], ref_rows.numpy()[:n], original)
+        for use_original in (1, 0):
+            k, r = (wp.zeros(2 * n + 2, dtype=dt, device="cpu") for dt in (float, wp.int32))
+            k.numpy()[:n], r.numpy()[:n] = keys, rows
+            wp.launch(wc._depth_sort_kernel, dim=1, device="cpu",
+                      inputs=[k, r, n, wp.array(original, dtype=wp.int64, device="cpu"),
+                              use_original])
+            np.testing.assert_array_equal(k.numpy()[:n], np.sort(keys))
+            if use_original:
+                np.testing.assert_array_equal(r.numpy()[:n], ref_rows.numpy()[:n])
+            else:  # stable: ties keep their input order
+                np.testing.assert_array_equal(r.numpy()[:n], rows[np.argsort(keys,
+                                                                             kind="stable")])
+
+
+@pytest.mark.parametrize("cam_index", [0, 6, 8])
+def test_reference_sort_and_scatter_give_the_same_image(room, monkeypatch, cam_index):
+    cam = culled_scenes.cameras()[cam_index]
+    fast = C.render_cpu_culled(room, cam)
+    fast_isect = C._cpu_arrays(C.spatial_index(room), room).isect.numpy().copy()
+    monkeypatch.setattr(C, "SORT", "plain")
+    monkeypatch.setattr(C, "SCATTER", "plain")
+    plain = C.render_cpu_culled(room, cam)
+    np.testing.assert_array_equal(
+        C._cpu_arrays(C.spatial_index(room), room).isect.numpy(), fast_isect)
+    assert fast.rgb.tobytes() == plain.rgb.tobytes()
+    assert fast.depth.tobytes() == plain.depth.tobytes()
