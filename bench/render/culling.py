@@ -341,9 +341,6 @@ def _sort_buffers(arr, num: int):
     return buffers
 
 
-MAX_RUN_LAUNCHES = 64  # more ranges than this are projected by one indexed launch
-
-
 def _concat_ranges(runs: np.ndarray) -> np.ndarray:  # [R, 2] -> [sum of lengths] int64
     lengths = runs[:, 1] - runs[:, 0]
     total = int(lengths.sum())
@@ -395,6 +392,23 @@ def _levels(arr):
     return level
 
 
+def _project_rows(arr, rows, shared: list, tile_count, *, num: int | None = None) -> None:
+    """Today's per-Gaussian arithmetic (``warp_culled._project_one``) on ``rows[:num]``."""
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+    from bench.render import warp_culled as wc
+
+    if isinstance(rows, np.ndarray):
+        rows = wp.array(rows, dtype=wp.int32, device=wb.DEVICE)
+    wp.launch(
+        wc._project_rows_kernel, dim=rows.shape[0] if num is None else num, device=wb.DEVICE,
+        inputs=[rows, arr.means, arr.cov_a, arr.cov_b, arr.opacity, arr.sh, *shared, arr.xy,
+                arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched, tile_count,
+                arr.rec_opacity],
+    )
+
+
 def _project_simd(arr, runs: np.ndarray, shared: list, tile_count):
     """Project ``runs`` with the SIMD kernel; lanes it defers go to the scalar kernel.
 
@@ -428,12 +442,7 @@ def _project_simd(arr, runs: np.ndarray, shared: list, tile_count):
     num_deferred, num = (int(c) for c in counts.numpy())
     arr.last_deferred = num_deferred
     if num_deferred:
-        wp.launch(
-            wc._project_rows_kernel, dim=num_deferred, device=wb.DEVICE,
-            inputs=[rows, arr.means, arr.cov_a, arr.cov_b, arr.opacity, arr.sh, *shared,
-                    arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched,
-                    tile_count, arr.rec_opacity],
-        )
+        _project_rows(arr, rows, shared, tile_count, num=num_deferred)
         late = rows.numpy()[:num_deferred]
         late = late[arr.touched_np[late] != 0]
         order.numpy()[num:num + len(late)] = late
@@ -499,49 +508,23 @@ def render_runs(
         wb._frustum_limits(camera), camera.max_theta, width, height, tile_size, img.tiles_x,
         img.tiles_y,
     ]
-    outputs = [arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched]
     projection = PROJECTION if projection is None else projection
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
-    packed = arr.record is not None
-    if not packed:  # arrays without records (the plain layout): today's arithmetic only
-        projection = "scalar"
-    opacity_out = arr.rec_opacity if packed else arr.opacity
-    drawn = None
+    if arr.record is None:  # pragma: no cover - a caller's bug, not the user's
+        raise RuntimeError("render_runs needs _SplatArrays(..., packed=True)")
     if projection == "simd":
         keys, order, num = _project_simd(arr, runs, shared, tile_count)
         if original is None:  # rows were appended out of order: ties by row, as listed
             original = np.arange(arr.num)
-    elif len(runs) > MAX_RUN_LAUNCHES:  # e.g. LOD: many short ranges -> one indexed launch
+    else:  # today's arithmetic, one launch over the rows of every run
         rows = _concat_ranges(runs).astype(np.int32)
-        wp.launch(
-            wc._project_rows_kernel, dim=len(rows), device=wb.DEVICE,
-            inputs=[wp.array(rows, dtype=wp.int32, device=wb.DEVICE), arr.means, arr.cov_a,
-                    arr.cov_b, arr.opacity, arr.sh, *shared, *outputs, tile_count,
-                    opacity_out],
-        )
-        drawn = [rows[arr.touched_np[rows] != 0]]
-    else:
-        for start, end in runs.tolist():
-            part = slice(start, end)
-            wp.launch(
-                wc._project_tight_kernel, dim=end - start, device=wb.DEVICE,
-                inputs=[arr.means[part], arr.cov_a[part], arr.cov_b[part], arr.opacity[part],
-                        arr.sh[part], *shared, *(o[part] for o in outputs), tile_count,
-                        opacity_out[part]],
-            )
-        # Drawn rows in ascending order, run by run (no scene-sized index arrays).
-        drawn = [np.flatnonzero(arr.touched_np[start:end]) + start
-                 for start, end in runs.tolist()]
-    if drawn is not None:
-        num = int(sum(len(d) for d in drawn))
+        _project_rows(arr, rows, shared, tile_count)
+        drawn = rows[arr.touched_np[rows] != 0]  # ascending within each run, runs in order
+        num = len(drawn)
         keys, order = _sort_buffers(arr, num)
-        order_np = order.numpy()  # zero-copy (CPU)
-        at = 0
-        for rows in drawn:
-            order_np[at:at + len(rows)] = rows
-            at += len(rows)
-        np.take(arr.depth_np, order_np[:num], out=keys.numpy()[:num])
+        order.numpy()[:num] = drawn
+        np.take(arr.depth_np, drawn, out=keys.numpy()[:num])
     if SORT == "native":
         wp.launch(wc._depth_sort_kernel, dim=1, device=wb.DEVICE,
                   inputs=[keys, order, num, _original_array(arr, original),
@@ -567,17 +550,16 @@ def render_runs(
     native = wb._NATIVE_RASTER and tile_size <= wb._TILE_BUFFER
     frame = [width, height, tile_size, img.tiles_x, wp.vec3(*(float(b) for b in background)),
              img.valid, img.occluder, use_occluder]
-    if native and packed:
+    if native:
         wp.launch(wc._raster_packed_kernel, dim=num_tiles, device=wb.DEVICE,
                   inputs=[img.tile_start, arr.isect, arr.record, *frame, img.rgb, img.depth,
                           img.alpha])
-    else:
-        kernel = wc._raster_window_kernel if native else wb._raster_kernel
-        scratch = [] if native else [img.acc, img.trans, img.row_left]
+    else:  # tiles beyond the native buffers: the plain kernel on the record's views
         wp.launch(
-            kernel, dim=num_tiles, device=wb.DEVICE,
+            wb._raster_kernel, dim=num_tiles, device=wb.DEVICE,
             inputs=[img.tile_start, arr.isect, arr.xy, arr.conic, arr.ext, arr.depth,
-                    arr.color, arr.opacity, *frame, *scratch, img.rgb, img.depth, img.alpha],
+                    arr.color, arr.rec_opacity, *frame, img.acc, img.trans, img.row_left,
+                    img.rgb, img.depth, img.alpha],
         )
     return RenderOutput(
         rgb=img.rgb.numpy().reshape(height, width, 3).copy(),
