@@ -17,11 +17,11 @@ kept super-blocks, against a conservative frustum (vectorised numpy): a block is
 dropped only when no Gaussian in it can pass the backend's own per-Gaussian cull
 (near plane, footprint square outside the image, fisheye angle). The kept blocks
 are projected, binned and blended by the kernels of :mod:`bench.render.warp_culled`
-(one launch per contiguous run of blocks), which keep the float operations of
-:mod:`bench.render.warp_backend` and only skip work the rasterizer would have passed
-over (tight tile lists), so every drawn Gaussian goes through exactly today's
-arithmetic and the image is the same to the bit: ties in depth keep their original
-index order, as in :func:`~bench.render.warp_backend.render_cpu`.
+(one launch over 8-row chunks of the contiguous runs of blocks), which keep the float
+operations of :mod:`bench.render.warp_backend` and only skip work the rasterizer would
+have passed over (tight tile lists), so every drawn Gaussian goes through exactly
+today's arithmetic and the image is the same to the bit: ties in depth keep their
+original index order, as in :func:`~bench.render.warp_backend.render_cpu`.
 
 The conservative pinhole bound: with ``J`` the (clamped) projection Jacobian,
 ``||J||_2 <= (f / z) sqrt(1 + Lx^2 + Ly^2)`` (``L`` the clamp limits), so a

@@ -1,28 +1,41 @@
 """Warp kernels of the culled exact path (:func:`bench.render.culling.render_runs`).
 
 Same forward model and the same float operations as :mod:`bench.render.warp_backend`
-(today's ``render_cpu``, kept unchanged as the reference), arranged so that work that
-cannot change a pixel is never done. Every change keeps the image bit for bit:
+(today's ``render_cpu``, kept unchanged as the reference; the per-Gaussian functions
+are shared with it), arranged so that work that cannot change a pixel is never done and
+the rest is done with fewer instructions and cache misses. Every change keeps the image
+bit for bit:
 
 - **Tight tile lists.** Today a Gaussian is listed in every tile its ``3 sigma``
   radius-square overlaps, and the rasterizer then skips it in each tile where its
   ``alpha >= ALPHA_MIN`` rectangle (``ext``, the opacity-bounded extent) holds no
-  pixel centre of the tile. :func:`_project_tight_kernel` computes that same
-  rectangle with the rasterizer's own float expressions and lists the Gaussian only
-  in the tiles where it is not empty; a Gaussian whose rectangle holds no pixel centre
-  at all (or whose opacity is below ``ALPHA_MIN``) is dropped before the depth sort.
-  The skipped entries are exactly those the rasterizer would have passed over.
+  pixel centre of the tile. The projection computes that same rectangle with the
+  rasterizer's own float expressions and lists the Gaussian only in the tiles where it
+  is not empty; a Gaussian whose rectangle holds no pixel centre at all (or whose
+  opacity is below ``ALPHA_MIN``) is dropped before the depth sort.
+- **SIMD projection** (:data:`PROJECT_CHUNK_SNIPPET`, 8 Gaussians per thread in clang
+  vector types): today's operations in today's order lane for lane (Warp's matrix
+  products are chains of ``fmaf``; libm's ``atan2f`` per lane), branch-free, with
+  ``ln(opacity / ALPHA_MIN)`` computed once per scene; a lane whose floor, ceil or
+  cull threshold falls in a guard band is deferred to :func:`_project_rows_kernel`
+  (today's arithmetic in Warp), so culls, radii and tile rectangles are today's even
+  if the compiler fused a multiply-add differently. The kernel appends the drawn rows
+  and their depth keys to the sort's input.
 - **Counted in the projection, scattered once.** Per-tile counts are accumulated
   while projecting (CPU launches run serially, so the counts are deterministic);
-  :func:`_scatter_kernel` then only writes each Gaussian's id into its tiles' lists in
-  depth order. Nothing is packed: the rasterizer reads the projected arrays by
-  Gaussian id (the values it reads are the same).
+  :func:`_scatter_prefetch_kernel` then only writes each Gaussian's id into its tiles'
+  lists in depth order (the next rectangles prefetched; :func:`_scatter_kernel` is its
+  plain reference).
+- **One sort pass** (:func:`_depth_sort_kernel`): a stable LSD radix sort of the depth
+  bits with the depth ties ordered by original index in the same C++ pass (the
+  reference: Warp's radix sort + ``culling.ties_by_original_index``).
+- **One 64-byte record per row** (``warp_backend.RECORD_FIELDS``): the blender
+  (:data:`RASTER_PACKED_SNIPPET`) reads one cache line per tile-list entry, prefetched
+  a few entries ahead, instead of six arrays; its row loop evaluates a 4- or 8-lane
+  window holding the Gaussian's span when it fits (:data:`RASTER_WINDOW_SNIPPET`, the
+  lanes outside the span masked exactly as in a full 16-lane row).
 - **One ``atan2`` per fisheye Gaussian** (today's kernel evaluates the same
   ``atan2(r, z)`` twice: for the angle cull and in the Kannala-Brandt scale).
-- **Narrow lane windows.** The native tile blender evaluates a whole 16-pixel tile
-  row for every row a Gaussian touches; a sub-pixel Gaussian spans ~3-4 pixels of a
-  row. :data:`RASTER_WINDOW_SNIPPET` evaluates a 4- or 8-lane window that contains
-  the span when it fits (the lanes outside the span are masked exactly as before).
 """
 
 from __future__ import annotations
