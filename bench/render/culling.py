@@ -350,9 +350,10 @@ def _concat_ranges(runs: np.ndarray) -> np.ndarray:  # [R, 2] -> [sum of lengths
                                                         + lengths, lengths)
 
 
-#: How the exact path projects: ``"simd"`` (8 Gaussians per thread in vector types; same
-#: depth keys, culls and tile lists as today, values to float round-off) or ``"scalar"``
-#: (``warp_culled._project_one``, today's arithmetic: the image bit for bit).
+#: How the exact path projects: ``"simd"`` (8 Gaussians per thread in vector types with
+#: today's float operations; lanes near a discrete boundary deferred to the scalar kernel)
+#: or ``"scalar"`` (``warp_culled._project_rows_kernel``, the reference). Both give
+#: today's image bit for bit (tested).
 PROJECTIONS = ("simd", "scalar")
 PROJECTION = "simd"
 #: Depth sort: ``"native"`` (C++ radix sort with the ties by original index in the same
@@ -393,7 +394,7 @@ def _levels(arr):
 
 
 def _project_rows(arr, rows, shared: list, tile_count, *, num: int | None = None) -> None:
-    """Today's per-Gaussian arithmetic (``warp_culled._project_one``) on ``rows[:num]``."""
+    """Today's per-Gaussian arithmetic (``warp_culled._project_rows_kernel``) on ``rows[:num]``."""
     import warp as wp
 
     from bench.render import warp_backend as wb
