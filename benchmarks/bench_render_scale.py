@@ -67,6 +67,7 @@ def time_cell(splats, cams, lod_pixels, frames: int) -> dict:
         fn(cams[0])  # warm-up: upload, compile, allocate
     cpu = {k: [] for k in fns}
     diff, quality = 0.0, {k: [] for k in fns if k.startswith("lod")}
+    same = True  # exact == today byte for byte (rgb, depth, alpha) on every frame
     for i in range(frames):
         cam = cams[i % len(cams)]
         outs = {}
@@ -75,10 +76,12 @@ def time_cell(splats, cams, lod_pixels, frames: int) -> dict:
             outs[name] = fn(cam)
             cpu[name].append(time.process_time() - c0)
         diff = max(diff, float(np.abs(outs["exact"].rgb - outs["today"].rgb).max()))
+        same &= all(getattr(outs["exact"], f).tobytes() == getattr(outs["today"], f).tobytes()
+                    for f in ("rgb", "depth", "alpha"))
         for name in quality:
             quality[name].append(psnr(outs[name].rgb, outs["exact"].rgb))
     return {"cpu": {k: float(np.median(v)) for k, v in cpu.items()}, "max_abs_diff": diff,
-            "psnr": {k: float(np.mean(v)) for k, v in quality.items()}}
+            "identical": same, "psnr": {k: float(np.mean(v)) for k, v in quality.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             for model in args.models:
                 res = time_cell(splats, cameras(model, size), args.lod_pixels, args.frames)
                 row = {"gaussians": n, "size": f"{size}x{size}", "camera": model,
-                       "exact_vs_today_max_abs_diff": res["max_abs_diff"]}
+                       "exact_vs_today_max_abs_diff": res["max_abs_diff"],
+                       "exact_identical": res["identical"]}
                 for k, v in res["cpu"].items():
                     row[f"{k}_ms"] = 1000 * v
                     row[f"{k}_fps"] = 1 / v
@@ -127,16 +131,19 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
     lods = [f"lod-{px:g}" for px in args.lod_pixels]
     header = (["Gaussians", "image", "camera", "today ms", "exact ms", "exact speed-up",
-               "max diff"] + [f"{k} {col}" for k in lods for col in ("ms", "fps", "PSNR dB")])
+               "max diff", "identical"]
+              + [f"{k} {col}" for k in lods for col in ("ms", "fps", "PSNR dB")])
     cells = [[f"{r['gaussians']:,}", r["size"], r["camera"], f"{r['today_ms']:.0f}",
               f"{r['exact_ms']:.0f}", f"{r['exact_speedup']:.2f}x",
-              f"{r['exact_vs_today_max_abs_diff']:.0e}"]
+              f"{r['exact_vs_today_max_abs_diff']:.0e}",
+              "yes" if r["exact_identical"] else "no"]
              + [cell for k in lods for cell in (f"{r[f'{k}_ms']:.1f}", f"{r[f'{k}_fps']:.0f}",
                                                 f"{r[f'{k}_psnr_db']:.1f}")] for r in rows]
     speed_table = Table("Median CPU time per frame (`time.process_time`, ms) on one thread; "
                         "fps = 1 / that time; exact speed-up = today ms / exact ms; max diff = "
-                        "largest absolute rgb difference exact vs today; LOD PSNR against the "
-                        "exact image of the same pose.", header, cells,
+                        "largest absolute rgb difference exact vs today; identical = exact and "
+                        "today equal byte for byte (rgb, depth, alpha) on every frame; LOD PSNR "
+                        "against the exact image of the same pose.", header, cells,
                         align=["l"] * 3 + ["r"] * (len(header) - 3))
     build_table = Table("Built once per scene (CPU time, s):",
                         ["Gaussians", "blocks", "index build s", "LOD hierarchy s",

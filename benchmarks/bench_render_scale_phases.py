@@ -4,9 +4,12 @@ Both contenders on ONE thread in the same process, interleaved frame by frame on
 same poses (the ring of ``bench_render_scale.py``). Phases are timed around each Warp
 launch and sort (``time.process_time``; CPU launches run synchronously):
 
-- ``projection``: ``_project_kernel`` (today) / ``_project_tight_kernel`` (exact);
-- ``depth sort``: Warp's radix sort of the drawn Gaussians;
-- ``binning``: ``_bin_kernel`` (today: count, scan, scatter and pack) / ``_scatter_kernel``;
+- ``projection``: ``_project_kernel`` (today) / ``_project_simd_kernel`` plus the lanes it
+  defers to ``_project_rows_kernel`` (exact);
+- ``depth sort``: Warp's radix sort of the drawn Gaussians (today) / ``_depth_sort_kernel``
+  (exact: radix sort and depth ties in one pass);
+- ``binning``: ``_bin_kernel`` (today: count, scan, scatter and pack) /
+  ``_scatter_prefetch_kernel``;
 - ``blend``: the tile rasterizer;
 - ``host``: everything else (numpy compaction, ties, tile offsets, block culling, copies).
 
@@ -30,10 +33,11 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_render_scale import cameras  # noqa: E402
 
-PHASES = {"_project_kernel": "projection", "_project_tight_kernel": "projection",
+PHASES = {"_project_kernel": "projection", "_project_simd_kernel": "projection",
+          "_project_rows_kernel": "projection", "_depth_sort_kernel": "depth sort",
           "_bin_kernel": "binning", "_scatter_kernel": "binning",
-          "_raster_tile_kernel": "blend", "_raster_window_kernel": "blend",
-          "_raster_kernel": "blend"}
+          "_scatter_prefetch_kernel": "binning", "_raster_tile_kernel": "blend",
+          "_raster_packed_kernel": "blend", "_raster_kernel": "blend"}
 COLUMNS = ("projection", "depth sort", "binning", "blend", "host", "total")
 
 

@@ -17,11 +17,11 @@ kept super-blocks, against a conservative frustum (vectorised numpy): a block is
 dropped only when no Gaussian in it can pass the backend's own per-Gaussian cull
 (near plane, footprint square outside the image, fisheye angle). The kept blocks
 are projected, binned and blended by the kernels of :mod:`bench.render.warp_culled`
-(one launch per contiguous run of blocks), which keep the float operations of
-:mod:`bench.render.warp_backend` and only skip work the rasterizer would have passed
-over (tight tile lists), so every drawn Gaussian goes through exactly today's
-arithmetic and the image is the same to the bit: ties in depth keep their original
-index order, as in :func:`~bench.render.warp_backend.render_cpu`.
+(one launch over 8-row chunks of the contiguous runs of blocks), which keep the float
+operations of :mod:`bench.render.warp_backend` and only skip work the rasterizer would
+have passed over (tight tile lists), so every drawn Gaussian goes through exactly
+today's arithmetic and the image is the same to the bit: ties in depth keep their
+original index order, as in :func:`~bench.render.warp_backend.render_cpu`.
 
 The conservative pinhole bound: with ``J`` the (clamped) projection Jacobian,
 ``||J||_2 <= (f / z) sqrt(1 + Lx^2 + Ly^2)`` (``L`` the clamp limits), so a
@@ -245,7 +245,7 @@ def _cpu_arrays(index: SpatialIndex, splats: GaussianSplats):
                 f"splats contain {splats.count_nonfinite()} Gaussians with NaN/Inf values; "
                 "drop them first (e.g. read_ply(..., drop_nonfinite=True))"
             )
-        arrays = wb._SplatArrays(splats, index.order)  # filled in chunks, no subset copy
+        arrays = wb._SplatArrays(splats, index.order, packed=True)  # chunked, no subset copy
         object.__setattr__(index, "_cpu", arrays)
     return arrays
 
@@ -299,12 +299,15 @@ def render_cpu_culled(
     sh_degree: int | None = None,
     occluder_depth: np.ndarray | None = None,  # [H, W]
     tile_size: int = K.TILE_SIZE,
+    projection: str | None = None,
 ):
     """:func:`bench.render.warp_backend.render_cpu` with block culling in front.
 
-    Same kernels, same arguments, same depth order (ties by original index), so the
-    output equals ``render_cpu``'s; only Gaussians of blocks that cannot be drawn and
-    fully transparent ones are never projected.
+    Same depth keys, same culls, same depth order (ties by original index) and the same
+    tile lists as ``render_cpu`` (only Gaussians of blocks that cannot be drawn and fully
+    transparent ones are never projected). ``projection="scalar"`` uses today's
+    per-Gaussian arithmetic (the output equals ``render_cpu``'s bit for bit);
+    the default ``"simd"`` (:data:`PROJECTION`) agrees with it to float round-off.
     """
     from bench.render.output import RenderOutput, resolve_sh_degree
 
@@ -316,7 +319,7 @@ def render_cpu_culled(
     runs = block_runs(index, visible_blocks(index, camera))
     return render_runs(arr, runs, camera, degree=degree, background=background,
                        occluder_depth=occluder_depth, tile_size=tile_size,
-                       original=index.order)
+                       original=index.order, projection=projection)
 
 
 def _sort_buffers(arr, num: int):
@@ -338,9 +341,6 @@ def _sort_buffers(arr, num: int):
     return buffers
 
 
-MAX_RUN_LAUNCHES = 64  # more ranges than this are projected by one indexed launch
-
-
 def _concat_ranges(runs: np.ndarray) -> np.ndarray:  # [R, 2] -> [sum of lengths] int64
     lengths = runs[:, 1] - runs[:, 0]
     total = int(lengths.sum())
@@ -348,6 +348,125 @@ def _concat_ranges(runs: np.ndarray) -> np.ndarray:  # [R, 2] -> [sum of lengths
         return np.zeros(0, np.int64)
     return np.arange(total, dtype=np.int64) + np.repeat(runs[:, 0] - np.cumsum(lengths)
                                                         + lengths, lengths)
+
+
+#: How the exact path projects: ``"simd"`` (8 Gaussians per thread in vector types with
+#: today's float operations; lanes near a discrete boundary deferred to the scalar kernel)
+#: or ``"scalar"`` (``warp_culled._project_rows_kernel``, the reference). Both give
+#: today's image bit for bit (tested).
+PROJECTIONS = ("simd", "scalar")
+PROJECTION = "simd"
+#: Depth sort: ``"native"`` (C++ radix sort with the ties by original index in the same
+#: pass) or ``"plain"`` (``wp.utils.radix_sort_pairs`` + :func:`ties_by_original_index`,
+#: the reference; same order, tested).
+SORT = "native"
+#: Tile-list scatter: ``"prefetch"`` (C++, next rectangles prefetched) or ``"plain"``
+#: (``warp_culled._scatter_kernel``, the reference; same lists, tested).
+SCATTER = "prefetch"
+CHUNK = 8  # rows per SIMD projection thread (the snippet's lane count)
+
+
+def chunks_of_runs(runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [R, 2] -> [C], [C]
+    """(first row, length <= CHUNK) of each chunk of the row ranges ``runs``."""
+    lengths = runs[:, 1] - runs[:, 0]
+    per_run = -(-lengths // CHUNK)
+    total = int(per_run.sum())
+    first = np.repeat(runs[:, 0], per_run)
+    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(per_run) - per_run, per_run)
+    start = first + CHUNK * within
+    length = np.minimum(CHUNK, np.repeat(runs[:, 1], per_run) - start)
+    return start.astype(np.int32), length.astype(np.int32)
+
+
+def _levels(arr):
+    """``ln(opacity / ALPHA_MIN)`` of every row of ``arr`` (computed once, kept with it)."""
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+    from bench.render import warp_culled as wc
+
+    level = getattr(arr, "_level", None)
+    if level is None:
+        level = wp.zeros(arr.num, dtype=float, device=wb.DEVICE)
+        wp.launch(wc._level_kernel, dim=arr.num, device=wb.DEVICE, inputs=[arr.opacity, level])
+        arr._level = level
+    return level
+
+
+def _project_rows(arr, rows, shared: list, tile_count, *, num: int | None = None) -> None:
+    """Today's per-Gaussian arithmetic (``warp_culled._project_rows_kernel``) on ``rows[:num]``."""
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+    from bench.render import warp_culled as wc
+
+    if isinstance(rows, np.ndarray):
+        rows = wp.array(rows, dtype=wp.int32, device=wb.DEVICE)
+    wp.launch(
+        wc._project_rows_kernel, dim=rows.shape[0] if num is None else num, device=wb.DEVICE,
+        inputs=[rows, arr.means, arr.cov_a, arr.cov_b, arr.opacity, arr.sh, *shared, arr.xy,
+                arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched, tile_count,
+                arr.rec_opacity],
+    )
+
+
+def _project_simd(arr, runs: np.ndarray, shared: list, tile_count):
+    """Project ``runs`` with the SIMD kernel; lanes it defers go to the scalar kernel.
+
+    Returns the depth-sort buffers (keys, row ids) holding the ``num`` drawn rows (the
+    kernel appends them as it goes; the deferred ones follow), and ``num``.
+    """
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+    from bench.render import warp_culled as wc
+
+    start, length = chunks_of_runs(runs)
+    keys, order = _sort_buffers(arr, int((runs[:, 1] - runs[:, 0]).sum()))
+    deferred = getattr(arr, "_deferred", None)
+    if deferred is None:
+        deferred = (wp.zeros(arr.num, dtype=wp.int32, device=wb.DEVICE),
+                    wp.zeros(2, dtype=wp.int32, device=wb.DEVICE))
+        arr._deferred = deferred
+    rows, counts = deferred  # counts: [deferred, drawn]
+    counts.zero_()
+    arr.last_deferred = 0
+    if len(start) == 0:
+        return keys, order, 0
+    wp.launch(
+        wc._project_simd_kernel, dim=len(start), device=wb.DEVICE,
+        inputs=[wp.array(start, dtype=wp.int32, device=wb.DEVICE),
+                wp.array(length, dtype=wp.int32, device=wb.DEVICE), arr.means, arr.cov_a,
+                arr.cov_b, arr.opacity, _levels(arr), arr.sh, arr.sh.shape[1], *shared,
+                arr.record, arr.rect, arr.touched, tile_count, rows, counts, keys, order],
+    )
+    num_deferred, num = (int(c) for c in counts.numpy())
+    arr.last_deferred = num_deferred
+    if num_deferred:
+        _project_rows(arr, rows, shared, tile_count, num=num_deferred)
+        late = rows.numpy()[:num_deferred]
+        late = late[arr.touched_np[late] != 0]
+        order.numpy()[num:num + len(late)] = late
+        keys.numpy()[num:num + len(late)] = arr.depth_np[late]
+        num += len(late)
+    return keys, order, num
+
+
+def _original_array(arr, original: np.ndarray | None):
+    """``original`` as a Warp int64 array (no copy; cached with ``arr`` by identity)."""
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+
+    cached = getattr(arr, "_original", None)
+    if original is None:
+        original = np.zeros(1, np.int64)
+    elif cached is not None and cached[0] is original:
+        return cached[1]
+    values = np.ascontiguousarray(original, dtype=np.int64)
+    array = wp.array(values, dtype=wp.int64, device=wb.DEVICE, copy=False)
+    arr._original = (original, array, values)  # values: keeps the memory alive
+    return array
 
 
 def render_runs(
@@ -360,6 +479,7 @@ def render_runs(
     occluder_depth: np.ndarray | None,  # [H, W]
     tile_size: int,
     original: np.ndarray | None,  # [rows] original index of each row (depth ties), or None
+    projection: str | None = None,
 ):
     """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
 
@@ -389,37 +509,31 @@ def render_runs(
         wb._frustum_limits(camera), camera.max_theta, width, height, tile_size, img.tiles_x,
         img.tiles_y,
     ]
-    outputs = [arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched]
-    if len(runs) > MAX_RUN_LAUNCHES:  # e.g. LOD: many short ranges -> one indexed launch
+    projection = PROJECTION if projection is None else projection
+    if projection not in PROJECTIONS:
+        raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
+    if arr.record is None:  # pragma: no cover - a caller's bug, not the user's
+        raise RuntimeError("render_runs needs _SplatArrays(..., packed=True)")
+    if projection == "simd":
+        keys, order, num = _project_simd(arr, runs, shared, tile_count)
+        if original is None:  # rows were appended out of order: ties by row, as listed
+            original = np.arange(arr.num)
+    else:  # today's arithmetic, one launch over the rows of every run
         rows = _concat_ranges(runs).astype(np.int32)
-        wp.launch(
-            wc._project_rows_kernel, dim=len(rows), device=wb.DEVICE,
-            inputs=[wp.array(rows, dtype=wp.int32, device=wb.DEVICE), arr.means, arr.cov_a,
-                    arr.cov_b, arr.opacity, arr.sh, *shared, *outputs, tile_count],
-        )
-        drawn = [rows[arr.touched_np[rows] != 0]]
+        _project_rows(arr, rows, shared, tile_count)
+        drawn = rows[arr.touched_np[rows] != 0]  # ascending within each run, runs in order
+        num = len(drawn)
+        keys, order = _sort_buffers(arr, num)
+        order.numpy()[:num] = drawn
+        np.take(arr.depth_np, drawn, out=keys.numpy()[:num])
+    if SORT == "native":
+        wp.launch(wc._depth_sort_kernel, dim=1, device=wb.DEVICE,
+                  inputs=[keys, order, num, _original_array(arr, original),
+                          int(original is not None)])
     else:
-        for start, end in runs.tolist():
-            part = slice(start, end)
-            wp.launch(
-                wc._project_tight_kernel, dim=end - start, device=wb.DEVICE,
-                inputs=[arr.means[part], arr.cov_a[part], arr.cov_b[part], arr.opacity[part],
-                        arr.sh[part], *shared, *(o[part] for o in outputs), tile_count],
-            )
-        # Drawn rows in ascending order, run by run (no scene-sized index arrays).
-        drawn = [np.flatnonzero(arr.touched_np[start:end]) + start
-                 for start, end in runs.tolist()]
-    num = int(sum(len(d) for d in drawn))
-    keys, order = _sort_buffers(arr, num)
-    keys_np, order_np = keys.numpy(), order.numpy()  # zero-copy (CPU)
-    at = 0
-    for rows in drawn:
-        order_np[at:at + len(rows)] = rows
-        at += len(rows)
-    np.take(arr.depth_np, order_np[:num], out=keys_np[:num])
-    wp.utils.radix_sort_pairs(keys, order, num)
-    if original is not None:
-        ties_by_original_index(keys_np[:num], order_np[:num], original)
+        wp.utils.radix_sort_pairs(keys, order, num)
+        if original is not None:
+            ties_by_original_index(keys.numpy()[:num], order.numpy()[:num], original)
     counts = tile_count.numpy()
     starts = img.tile_start.numpy()
     starts[0] = 0
@@ -431,20 +545,23 @@ def render_runs(
     use_occluder = int(occluder_depth is not None)
     if use_occluder:
         img.occluder.assign(np.ascontiguousarray(occluder_depth, np.float32).reshape(-1))
-    wp.launch(wc._scatter_kernel, dim=1, device=wb.DEVICE,
+    scatter = wc._scatter_prefetch_kernel if SCATTER == "prefetch" else wc._scatter_kernel
+    wp.launch(scatter, dim=1, device=wb.DEVICE,
               inputs=[order, num, img.tiles_x, arr.rect, img.cursor, arr.isect])
     native = wb._NATIVE_RASTER and tile_size <= wb._TILE_BUFFER
-    kernel = wc._raster_window_kernel if native else wb._raster_kernel
-    scratch = [] if native else [img.acc, img.trans, img.row_left]
-    wp.launch(
-        kernel, dim=num_tiles, device=wb.DEVICE,
-        inputs=[
-            img.tile_start, arr.isect, arr.xy, arr.conic, arr.ext, arr.depth,
-            arr.color, arr.opacity, width, height, tile_size, img.tiles_x,
-            wp.vec3(*(float(b) for b in background)), img.valid, img.occluder, use_occluder,
-            *scratch, img.rgb, img.depth, img.alpha,
-        ],
-    )
+    frame = [width, height, tile_size, img.tiles_x, wp.vec3(*(float(b) for b in background)),
+             img.valid, img.occluder, use_occluder]
+    if native:
+        wp.launch(wc._raster_packed_kernel, dim=num_tiles, device=wb.DEVICE,
+                  inputs=[img.tile_start, arr.isect, arr.record, *frame, img.rgb, img.depth,
+                          img.alpha])
+    else:  # tiles beyond the native buffers: the plain kernel on the record's views
+        wp.launch(
+            wb._raster_kernel, dim=num_tiles, device=wb.DEVICE,
+            inputs=[img.tile_start, arr.isect, arr.xy, arr.conic, arr.ext, arr.depth,
+                    arr.color, arr.rec_opacity, *frame, img.acc, img.trans, img.row_left,
+                    img.rgb, img.depth, img.alpha],
+        )
     return RenderOutput(
         rgb=img.rgb.numpy().reshape(height, width, 3).copy(),
         depth=img.depth.numpy().reshape(height, width).copy(),

@@ -227,7 +227,8 @@ class _Buffers:
         self.pool_offset = m = len(index.order)
         # Originals uploaded in block order without a subset copy (the pool rows get row
         # 0 for now), then the pool rows overwritten with the merged Gaussians.
-        self.arrays = wb._SplatArrays(splats, np.r_[index.order, np.zeros(merged.num, np.int64)])
+        self.arrays = wb._SplatArrays(splats, np.r_[index.order, np.zeros(merged.num, np.int64)],
+                                      packed=True)
         views = {name: getattr(self.arrays, name).numpy()[m:] for name in _FIELDS}
         wb.fill_device_inputs(merged, views)
         # Depth ties: originals by their index (as the exact path), merged ones after them.

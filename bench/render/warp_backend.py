@@ -133,17 +133,16 @@ def _pinhole_jacobian(p: wp.vec3, fx: float, fy: float, lim: wp.vec4) -> _mat23:
 
 
 @wp.func
-def _fisheye_scale(p: wp.vec3, dist: wp.vec4) -> wp.vec3:
-    """(s, g, ds/dz) of the Kannala-Brandt map u = fx s x + cx (see torch_raster)."""
-    x = p[0]
-    y = p[1]
+def _fisheye_scale_theta(p: wp.vec3, dist: wp.vec4, r2: float, theta: float) -> wp.vec3:
+    """(s, g, ds/dz) of the Kannala-Brandt map u = fx s x + cx (see torch_raster).
+
+    ``r2 = x^2 + y^2`` and ``theta = atan2(sqrt(r2), z)`` of the camera-frame point ``p``.
+    """
     z = p[2]
-    r2 = x * x + y * y
     rho2 = r2 + z * z
     if r2 < 1.0e-12 * rho2:
         return wp.vec3(1.0 / z, (2.0 * dist[0] - 2.0 / 3.0) / (z * z * z), -1.0 / (z * z))
     r = wp.sqrt(r2)
-    theta = wp.atan2(r, z)
     t2 = theta * theta
     theta_d = theta * (1.0 + t2 * (dist[0] + t2 * (dist[1] + t2 * (dist[2] + t2 * dist[3]))))
     dtheta = 1.0 + t2 * (
@@ -152,6 +151,63 @@ def _fisheye_scale(p: wp.vec3, dist: wp.vec4) -> wp.vec3:
     s = theta_d / r
     g = (dtheta * z / rho2 - s) / r2
     return wp.vec3(s, g, -dtheta / rho2)
+
+
+@wp.func
+def _fisheye_scale(p: wp.vec3, dist: wp.vec4) -> wp.vec3:
+    """:func:`_fisheye_scale_theta` with its own ``atan2`` (today's kernel evaluates it twice)."""
+    r2 = p[0] * p[0] + p[1] * p[1]
+    return _fisheye_scale_theta(p, dist, r2, wp.atan2(wp.sqrt(r2), p[2]))
+
+
+@wp.func
+def _fisheye_jacobian(p: wp.vec3, sgd: wp.vec3, fx: float, fy: float) -> _mat23:
+    """d(u, v)/dp of the fisheye map from its (s, g, ds/dz) = ``sgd``."""
+    s = sgd[0]
+    gg = sgd[1]
+    return _mat23(
+        fx * (s + p[0] * p[0] * gg), fx * p[0] * p[1] * gg, fx * p[0] * sgd[2],
+        fy * p[0] * p[1] * gg, fy * (s + p[1] * p[1] * gg), fy * p[1] * sgd[2],
+    )
+
+
+@wp.func
+def _screen_covariance(cov_a: wp.array(dtype=wp.vec3), cov_b: wp.array(dtype=wp.vec3),
+                       g: int, rot: wp.mat33, jac: _mat23) -> wp.vec4:
+    """(a, b, c, det) of Gaussian ``g``'s 2D covariance J R W R^T J^T plus the low-pass."""
+    ca = cov_a[g]
+    cb = cov_b[g]
+    cov_w = wp.mat33(ca[0], ca[1], ca[2], ca[1], cb[0], cb[1], ca[2], cb[1], cb[2])
+    cov_c = rot * cov_w * wp.transpose(rot)
+    cov2 = jac * cov_c * wp.transpose(jac)
+    a = cov2[0, 0] + _LOW_PASS
+    b = cov2[0, 1]
+    c = cov2[1, 1] + _LOW_PASS
+    return wp.vec4(a, b, c, a * c - b * b)
+
+
+@wp.func
+def _footprint_radius(a: float, c: float, det: float) -> float:
+    """``ceil(3 sqrt(largest eigenvalue))`` of the 2D covariance (a, b; b, c), in pixels."""
+    mid = 0.5 * (a + c)
+    lam = mid + wp.sqrt(wp.max(mid * mid - det, _EIGEN_FLOOR))
+    return wp.ceil(_SIGMA_EXTENT * wp.sqrt(wp.max(lam, 0.0)))
+
+
+@wp.func
+def _radius_tiles(u: float, v: float, radius: float, width: int, height: int, tile_size: int,
+                  tiles_x: int, tiles_y: int) -> wp.vec4i:
+    """Tiles (x0, x1, y0, y1) of the radius square; empty when it misses the image."""
+    if u + radius <= 0.0 or u - radius >= float(width):
+        return wp.vec4i(0, 0, 0, 0)
+    if v + radius <= 0.0 or v - radius >= float(height):
+        return wp.vec4i(0, 0, 0, 0)
+    ts = float(tile_size)
+    x0 = wp.clamp(int(wp.floor((u - radius) / ts)), 0, tiles_x)
+    x1 = wp.clamp(int(wp.ceil((u + radius) / ts)), 0, tiles_x)
+    y0 = wp.clamp(int(wp.floor((v - radius) / ts)), 0, tiles_y)
+    y1 = wp.clamp(int(wp.ceil((v + radius) / ts)), 0, tiles_y)
+    return wp.vec4i(x0, x1, y0, y1)
 
 
 @wp.kernel
@@ -206,44 +262,25 @@ def _project_kernel(
         if wp.atan2(wp.sqrt(p[0] * p[0] + p[1] * p[1]), p[2]) >= max_theta:
             return
         sgd = _fisheye_scale(p, dist)
-        s = sgd[0]
-        gg = sgd[1]
-        u = fx * s * p[0] + intr[2]
-        v = fy * s * p[1] + intr[3]
-        jac = _mat23(
-            fx * (s + p[0] * p[0] * gg), fx * p[0] * p[1] * gg, fx * p[0] * sgd[2],
-            fy * p[0] * p[1] * gg, fy * (s + p[1] * p[1] * gg), fy * p[1] * sgd[2],
-        )
-    ca = cov_a[g]
-    cb = cov_b[g]
-    cov_w = wp.mat33(ca[0], ca[1], ca[2], ca[1], cb[0], cb[1], ca[2], cb[1], cb[2])
-    cov_c = rot * cov_w * wp.transpose(rot)
-    cov2 = jac * cov_c * wp.transpose(jac)
-    a = cov2[0, 0] + _LOW_PASS
-    b = cov2[0, 1]
-    c = cov2[1, 1] + _LOW_PASS
-    det = a * c - b * b
+        u = fx * sgd[0] * p[0] + intr[2]
+        v = fy * sgd[0] * p[1] + intr[3]
+        jac = _fisheye_jacobian(p, sgd, fx, fy)
+    abcd = _screen_covariance(cov_a, cov_b, g, rot, jac)
+    a = abcd[0]
+    b = abcd[1]
+    c = abcd[2]
+    det = abcd[3]
     if not (det > 0.0):  # also culls NaN (e.g. an all-zero quaternion)
         return
-    mid = 0.5 * (a + c)
-    lam = mid + wp.sqrt(wp.max(mid * mid - det, _EIGEN_FLOOR))
-    radius = wp.ceil(_SIGMA_EXTENT * wp.sqrt(wp.max(lam, 0.0)))
+    radius = _footprint_radius(a, c, det)
     if radius <= 0.0:
         return
-    if u + radius <= 0.0 or u - radius >= float(width):
-        return
-    if v + radius <= 0.0 or v - radius >= float(height):
-        return
-    ts = float(tile_size)
-    x0 = wp.clamp(int(wp.floor((u - radius) / ts)), 0, tiles_x)
-    x1 = wp.clamp(int(wp.ceil((u + radius) / ts)), 0, tiles_x)
-    y0 = wp.clamp(int(wp.floor((v - radius) / ts)), 0, tiles_y)
-    y1 = wp.clamp(int(wp.ceil((v + radius) / ts)), 0, tiles_y)
-    count = (x1 - x0) * (y1 - y0)
+    r = _radius_tiles(u, v, radius, width, height, tile_size, tiles_x, tiles_y)
+    count = (r[1] - r[0]) * (r[3] - r[2])
     if count <= 0:
         return
     out_touched[g] = count
-    out_rect[g] = wp.vec4i(x0, x1, y0, y1)
+    out_rect[g] = r
     out_xy[g] = wp.vec2(u, v)
     out_conic[g] = wp.vec3(c / det, -b / det, a / det)
     out_depth[g] = depth
@@ -687,14 +724,24 @@ def fill_device_inputs(splats: GaussianSplats, out: dict[str, np.ndarray],
             out[name][rows] = values
 
 
+#: One row's projected values in ``_SplatArrays(..., packed=True).record`` (float offsets):
+#: a tile blender reads one 64-byte line per list entry instead of six arrays.
+RECORD_FIELDS = {"xy": 0, "conic": 2, "ext": 5, "depth": 8, "color": 9, "opacity": 12}
+RECORD_FLOATS = 16
+
+
 class _SplatArrays:
     """Device copies of one GaussianSplats (uploaded once) + per-frame scratch.
 
     ``order`` uploads ``splats.subset(order)`` (e.g. the culling index's block
-    order) without building that subset.
+    order) without building that subset. ``packed`` keeps the projected values of a
+    row in one 64-byte :data:`RECORD_FIELDS` record (``record``; ``xy`` ... ``color`` are
+    strided views of it, same memory as separate arrays plus a copy of the opacity) for
+    the exact path's blender.
     """
 
-    def __init__(self, splats: GaussianSplats, order: np.ndarray | None = None) -> None:
+    def __init__(self, splats: GaussianSplats, order: np.ndarray | None = None, *,
+                 packed: bool = False) -> None:
         n = splats.num if order is None else len(order)
         self.num = n
         self.stored_degree = splats.sh_degree
@@ -709,19 +756,35 @@ class _SplatArrays:
                  "sh": self.sh.numpy()}
         fill_device_inputs(splats, views, order)
         zeros = wp.zeros
-        self.xy = zeros(n, dtype=wp.vec2, device=DEVICE)
-        self.conic = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.ext = zeros(n, dtype=wp.vec3, device=DEVICE)
-        self.depth = zeros(n, dtype=float, device=DEVICE)
-        self.color = zeros(n, dtype=wp.vec3, device=DEVICE)
+        self.record = None
+        if packed:  # the projected values as strided views of one 64-byte record per row
+            self.record = zeros((n, RECORD_FLOATS), dtype=float, device=DEVICE)
+            view = self._record_view
+            self.xy, self.conic = view(wp.vec2, "xy"), view(wp.vec3, "conic")
+            self.ext, self.depth = view(wp.vec3, "ext"), view(float, "depth")
+            self.color = view(wp.vec3, "color")
+        else:
+            self.xy = zeros(n, dtype=wp.vec2, device=DEVICE)
+            self.conic = zeros(n, dtype=wp.vec3, device=DEVICE)
+            self.ext = zeros(n, dtype=wp.vec3, device=DEVICE)
+            self.depth = zeros(n, dtype=float, device=DEVICE)
+            self.color = zeros(n, dtype=wp.vec3, device=DEVICE)
         self.rect = zeros(n, dtype=wp.vec4i, device=DEVICE)
         self.touched = zeros(n, dtype=wp.int32, device=DEVICE)
         self.isect = zeros(max(n, 1024), dtype=wp.int32, device=DEVICE)
         self.touched_np = self.touched.numpy()  # zero-copy views of CPU arrays
-        self.depth_np = self.depth.numpy()
+        self.depth_np = (self.depth.numpy() if self.record is None  # zero-copy views
+                         else self.record.numpy()[:, RECORD_FIELDS["depth"]])
+        self.rec_opacity = None if self.record is None else self._record_view(float, "opacity")
         self.sorted_capacity = -1
         self.sorted_buffers(0)
         self.images: dict[tuple[int, int], _ImageBuffers] = {}
+
+    def _record_view(self, dtype, field: str) -> wp.array:
+        """Rows of ``record[:, RECORD_FIELDS[field]:]`` as a strided Warp array of ``dtype``."""
+        return wp.array(ptr=self.record.ptr + 4 * RECORD_FIELDS[field], dtype=dtype,
+                        shape=(self.num,), strides=(4 * RECORD_FLOATS,), device=DEVICE,
+                        copy=False)
 
     def sorted_buffers(self, num: int) -> None:
         """Make the depth-sorted buffers (``order``, ``sort_keys``, ``s_*``) hold ``num``.

@@ -18,6 +18,15 @@ from bench.scene.gaussians import GaussianSplats
 from bench.scene.sample import sample_background
 
 
+@pytest.fixture(autouse=True)
+def scalar_projection(monkeypatch):
+    """Bit for bit against today: the exact path with today's per-Gaussian arithmetic.
+
+    The default SIMD projection is checked against it in test_render_simd_projection.py.
+    """
+    monkeypatch.setattr(C, "PROJECTION", "scalar")
+
+
 @pytest.fixture(scope="module")
 def room():
     return sample_background(seed=1, n_gaussians=30000)

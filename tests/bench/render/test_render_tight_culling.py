@@ -23,6 +23,15 @@ from bench.render import warp_backend as wb
 from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 
+
+@pytest.fixture(autouse=True)
+def scalar_projection(monkeypatch):
+    """Bit for bit against today: the exact path with today's per-Gaussian arithmetic.
+
+    The default SIMD projection is checked against it in test_render_simd_projection.py.
+    """
+    monkeypatch.setattr(C, "PROJECTION", "scalar")
+
 # Opacities around the thresholds: just above ALPHA_MIN (tiny rectangles), moderate,
 # and near / above ALPHA_MAX (clamped alpha, pixels that stop early).
 OPACITIES = np.array([K.ALPHA_MIN * (1 + 1e-5), K.ALPHA_MIN * 1.001, K.ALPHA_MIN * 1.3,
@@ -180,9 +189,10 @@ def test_tie_order_matches_reference(levels):
         assert (np.diff(keys) >= 0).all()
 
 
-def test_indexed_projection_equals_run_launches(monkeypatch):
-    # Many short ranges (LOD frames) are projected by one indexed launch instead of one
-    # launch per range: same image, bit for bit, for the exact path and for LOD.
+def test_many_short_ranges_simd_equals_scalar(monkeypatch):
+    # LOD frames are many short row ranges (near blocks' originals, far blocks' merged
+    # levels): the SIMD kernel's chunks of them give the scalar launch's image bit for bit,
+    # for the exact path and for LOD.
     from bench.render.lod import LodConfig, render_cpu_lod
     from bench.scene.cameras import orbit
     from bench.scene.sample import sample_background
@@ -194,7 +204,7 @@ def test_indexed_projection_equals_run_launches(monkeypatch):
     lod = LodConfig(pixel_size=2.0)
     runs_exact = [C.render_cpu_culled(room, cam) for cam in cams]
     runs_lod = [render_cpu_lod(room, cam, config=lod) for cam in cams]
-    monkeypatch.setattr(C, "MAX_RUN_LAUNCHES", 0)
+    monkeypatch.setattr(C, "PROJECTION", "simd")
     for cam, exact, coarse in zip(cams, runs_exact, runs_lod, strict=True):
         assert_same(C.render_cpu_culled(room, cam), exact)
         assert_same(exact, wb.render_cpu(room, cam))

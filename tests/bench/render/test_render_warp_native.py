@@ -105,10 +105,10 @@ def test_native_snippets_spell_the_forward_model_constants():
     denominator = float(spelled["ALPHA_MIN"].removeprefix("(float)(1.0 / ").removesuffix(")"))
     assert np.float32(1.0 / denominator) == np.float32(K.ALPHA_MIN)
     assert int(spelled["TILE_SIZE"]) == K.TILE_SIZE
-    for snippet in (wb._RASTER_TILE_SNIPPET, warp_culled.RASTER_WINDOW_SNIPPET,
+    for snippet in (wb._RASTER_TILE_SNIPPET, warp_culled.RASTER_PACKED_SNIPPET,
                     warp_grad._FORWARD_SNIPPET, warp_grad._BACKWARD_SNIPPET):
         assert "$" not in snippet
         assert spelled["ALPHA_MIN"] in snippet and spelled["ALPHA_MAX"] in snippet
-    for forward in (wb._RASTER_TILE_SNIPPET, warp_culled.RASTER_WINDOW_SNIPPET,
+    for forward in (wb._RASTER_TILE_SNIPPET, warp_culled.RASTER_PACKED_SNIPPET,
                     warp_grad._FORWARD_SNIPPET):
         assert f"(t_next < {spelled['TRANSMITTANCE_MIN']})" in forward

@@ -196,9 +196,14 @@ def test_perturb_scene_without_copies_sh_rest_takes_the_plain_path(bundle_dir, m
 def test_frame_sized_sort_buffers_grow_without_changing_images():
     # A narrow view first (few Gaussians drawn, small sort buffers), then a wide one
     # (the buffers grow): each image equals a render from freshly uploaded arrays.
+    from functools import partial
+
+    from bench.render import culling
     from bench.render import warp_backend as wb
-    from bench.render.culling import _INDEX, render_cpu_culled
+    from bench.render.culling import _INDEX
     from bench.scene.cameras import Camera, look_at
+
+    render_cpu_culled = partial(culling.render_cpu_culled, projection="scalar")  # bit for bit
 
     scene = sample_background(seed=4, n_gaussians=4000)
     pose = look_at((1.2, -0.6, 0.6), (0.0, 0.0, 0.0))
