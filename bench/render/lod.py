@@ -220,8 +220,8 @@ def _merge(starts: np.ndarray, w, mean, second, dc, rest, absorb):
     return mu, m2, d, r, np.add.reduceat(absorb, starts), colour_std
 
 
-def _to_splats(mu, m2, dc, rest, absorb) -> tuple[GaussianSplats, np.ndarray]:
-    """Merged Gaussians from mixture moments, and their largest standard deviations."""
+def _to_splats(mu, m2, dc, rest, absorb) -> tuple[GaussianSplats, np.ndarray, np.ndarray]:
+    """Merged Gaussians from mixture moments, their largest stds and effective opacities."""
     from scipy.spatial.transform import Rotation
 
     cov = m2 - mu[:, :, None] * mu[:, None, :]
@@ -256,7 +256,7 @@ def coverage_opacity(absorb: np.ndarray, s1s2: np.ndarray, *,  # [P], [P] -> [P]
     """Effective opacity of merged Gaussians from their members' coverage.
 
     The members absorb ``1 - exp(-absorb / A)`` of the light over the node's footprint
-    ``A = 12 s1 s2`` (the patch whose moments the merged Gaussian has; ``absorb`` = sum of
+    ``A = footprint_area s1 s2`` (:data:`FOOTPRINT_AREA`; ``absorb`` = sum of
     ``-A_i ln(1 - a_i)``, ``A_i = pi`` x member's two largest stds). The merged Gaussian's
     integrated alpha, ``2 pi s1 s2 F(o)`` with ``F(o) = o`` for ``o <= ALPHA_MAX`` and
     ``ALPHA_MAX (1 + ln(o / ALPHA_MAX))`` above (alpha is clamped at ALPHA_MAX per pixel,
