@@ -116,8 +116,9 @@ def render(
             (:mod:`bench.render.culling`; the image is unchanged, bit for bit).
             False renders through the plain backend.
         lod: Opt-in level of detail (:class:`~bench.render.lod.LodConfig`; ``cpu`` only):
-            far blocks are drawn as moment-matched merged Gaussians. Approximate;
-            record ``lod.to_json()`` with every result rendered this way.
+            Gaussians are drawn as moment-matched merged nodes of a per-scene tree, cut
+            per frame by projected size. Approximate; record ``lod.to_json()`` with
+            every result rendered this way.
 
     Returns:
         :class:`RenderOutput` with rgb [H, W, 3], depth [H, W], alpha [H, W], valid [H, W].

@@ -51,9 +51,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sh-degree", type=int,
                    help="active SH degree, 0-3 [default: every stored band]")
     p.add_argument("--lod-pixels", type=float, metavar="PX",
-                   help="opt-in level of detail (cpu backend, approximate): far blocks drawn as "
-                        "merged Gaussians whose cells project to at most PX pixels; recorded "
-                        "in the manifest (default: off, exact)")
+                   help="opt-in level of detail (cpu backend, approximate): Gaussians merged "
+                        "into tree nodes whose standard deviation projects to at most PX "
+                        "pixels; recorded in the manifest (default: off, exact)")
+    p.add_argument("--lod-colour-tolerance", type=float, metavar="STD",
+                   help="with --lod-pixels: rgb std of a node's members beyond which it "
+                        "counts as bigger [default: 0.05]")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=run_render)
 
@@ -176,6 +179,9 @@ def run_render(args: argparse.Namespace) -> int:
         check_image_size(cam.height, cam.width, what=f"camera {cam.name!r} of {cam_path}")
     backend = resolve_backend(args.backend)
     lod = None
+    if args.lod_colour_tolerance is not None and args.lod_pixels is None:
+        raise BenchError("--lod-colour-tolerance only applies to level of detail; add "
+                         "--lod-pixels PX or drop it")
     if args.lod_pixels is not None:
         from bench.render.lod import LodConfig
 
@@ -183,9 +189,12 @@ def run_render(args: argparse.Namespace) -> int:
             raise BenchError(f"--lod-pixels renders on the cpu backend only (got {backend}); "
                              "add --backend cpu or drop --lod-pixels")
         try:
-            lod = LodConfig(pixel_size=args.lod_pixels)
+            tol = {} if args.lod_colour_tolerance is None else {
+                "colour_tolerance": args.lod_colour_tolerance}
+            lod = LodConfig(pixel_size=args.lod_pixels, **tol)
         except ValueError as exc:
-            raise BenchError(f"{exc}; pass e.g. --lod-pixels 1") from None
+            raise BenchError(f"{exc}; pass e.g. --lod-pixels 0.5 --lod-colour-tolerance 0.05"
+                             ) from None
     inputs = {"scene_json": Path(bundle.root) / SCENE_FILE}
     background_file = Path(bundle.root) / "background.ply"
     if background_file.exists():

@@ -1,9 +1,10 @@
-"""Opt-in level of detail (``bench.render.lod``): moment matching, selection, manifest.
+"""Opt-in level of detail (``bench.render.lod``): tree, moment matching, cut, manifest.
 
-Closed-form checks: a merged Gaussian's mean and covariance are the weighted mixture
+Closed-form checks: a merged node's mean, covariance and SH are the weighted mixture
 moments of its members (weights opacity x pi x the two largest standard deviations),
-whatever level it was merged from; a one-member cell reproduces its Gaussian. A tiny
-``pixel_size`` selects every block's original Gaussians and must give the exact image.
+at every level; its effective opacity integrates (numerically, on a grid) to the
+members' coverage of its footprint. A tiny ``pixel_size`` draws every original and must
+give the exact image bit for bit; the image converges to it as ``pixel_size`` shrinks.
 """
 
 import json
@@ -13,6 +14,7 @@ import pytest
 
 from bench.cli import main
 from bench.render import LodConfig, render
+from bench.render import constants as K
 from bench.render import culling as C
 from bench.render import lod as L
 from bench.render.lod import _covariances
@@ -28,7 +30,7 @@ def room():
 
 def mixture_moments(splats, rows):
     std = np.sort(np.exp(splats.log_scales[rows].astype(np.float64)), axis=1)
-    w = splats.opacities()[rows] * np.pi * std[:, 1] * std[:, 2]
+    w = splats.opacities()[rows].astype(np.float64) * np.pi * std[:, 1] * std[:, 2]
     mu = splats.means[rows].astype(np.float64)
     mean = (w[:, None] * mu).sum(0) / w.sum()
     d = mu - mean
@@ -37,32 +39,81 @@ def mixture_moments(splats, rows):
     return mean, cov, w
 
 
-def test_coarsest_level_is_the_mixture_of_each_block(room):
-    index = C.spatial_index(room)
+def test_tree_partitions_every_block_down_to_single_gaussians(room):
+    index, h = C.spatial_index(room), L.lod_hierarchy(room)
+    np.testing.assert_array_equal(h.level_start[0], index.block_start)
+    for b in range(index.num_blocks):  # same Gaussians per block, reordered
+        sl = slice(index.block_start[b], index.block_start[b + 1])
+        np.testing.assert_array_equal(np.sort(h.order[sl]), np.sort(index.order[sl]))
+    assert len(h.level_start[-1]) - 1 == len(h.order)  # the last level: single Gaussians
+    for k in range(len(h.level_start) - 1):
+        coarse, fine = h.level_start[k], h.level_start[k + 1]
+        assert np.isin(coarse, fine).all()  # nested
+        ids = np.arange(h.level_offset[k], h.level_offset[k + 1])
+        children = h.child_hi[ids] - h.child_lo[ids]
+        sizes = np.diff(coarse)
+        assert ((children >= 1) & (children <= 2 ** L.SPLITS_PER_LEVEL)).all()
+        assert (children[sizes == 1] == 1).all()
+        # Children of node j start where j starts and end where it ends.
+        first = h.child_lo[ids] - h.level_offset[k + 1]
+        last = h.child_hi[ids] - h.level_offset[k + 1]
+        np.testing.assert_array_equal(fine[first], coarse[:-1])
+        np.testing.assert_array_equal(fine[last], coarse[1:])
+
+
+def test_median_split_cuts_the_widest_feature_in_half():
+    rng = np.random.default_rng(0)
+    feats = rng.normal(size=(11, 2)) * [1.0, 5.0]  # y is the widest
+    order, starts = L.median_split(feats, np.arange(11), np.array([0, 11]))
+    np.testing.assert_array_equal(starts, [0, 5, 11])
+    assert feats[order[:5], 1].max() <= feats[order[5:], 1].min()
+    np.testing.assert_array_equal(np.sort(order), np.arange(11))
+
+
+def test_merged_nodes_are_the_mixture_moments(room):
     h = L.lod_hierarchy(room)
-    coarse = len(L.LOD_LEVELS) - 1
     merged_cov = _covariances(h.merged.quats, h.merged.log_scales)
-    for b in np.random.default_rng(0).choice(index.num_blocks, 10, replace=False):
-        rows = index.order[index.block_start[b]:index.block_start[b + 1]]
-        (i,) = range(h.level_block_start[coarse, b], h.level_block_start[coarse, b + 1])
-        mean, cov, w = mixture_moments(room, rows)
-        np.testing.assert_allclose(h.merged.means[i], mean, atol=2e-6)
-        np.testing.assert_allclose(merged_cov[i], cov, atol=1e-6 * np.abs(cov).max() + 1e-12)
-        np.testing.assert_allclose(h.merged.sh_dc[i],
-                                   (w[:, None] * room.sh_dc[rows]).sum(0) / w.sum(), atol=1e-5)
+    rng = np.random.default_rng(0)
+    checked = 0
+    for k, starts in enumerate(h.level_start):
+        ids = h.level_offset[k] + np.flatnonzero(np.diff(starts) > 1)
+        for node in rng.choice(ids, min(6, len(ids)), replace=False) if len(ids) else []:
+            j = node - h.level_offset[k]
+            rows = h.order[starts[j]:starts[j + 1]]
+            i = h.node_row[node] - len(h.order)
+            mean, cov, w = mixture_moments(room, rows)
+            np.testing.assert_allclose(h.merged.means[i], mean, atol=2e-6)
+            np.testing.assert_allclose(merged_cov[i], cov, atol=1e-5 * np.abs(cov).max())
+            np.testing.assert_allclose(h.merged.sh_dc[i],
+                                       (w[:, None] * room.sh_dc[rows]).sum(0) / w.sum(),
+                                       atol=1e-5)
+            np.testing.assert_allclose(h.merged.sh_rest[i],
+                                       (w[:, None, None] * room.sh_rest[rows]).sum(0) / w.sum(),
+                                       atol=1e-6)
+            np.testing.assert_allclose(h.node_sigma[node], np.sqrt(np.linalg.eigvalsh(cov)[-1]),
+                                       rtol=1e-5)
+            rgb = 0.5 + K.SH_C0 * room.sh_dc[rows].astype(np.float64)
+            var = (w[:, None] * (rgb - (w[:, None] * rgb).sum(0) / w.sum()) ** 2).sum(0) / w.sum()
+            np.testing.assert_allclose(h.node_colour_std[node], np.sqrt(var.mean()), rtol=1e-4,
+                                       atol=1e-7)
+            checked += 1
+    assert checked >= 12
+    assert (h.node_sigma[h.node_row < len(h.order)] == 0).all()  # originals never merged
 
 
-def test_single_member_cell_reproduces_its_gaussian(room):
-    one = room.subset(np.array([123]))
-    h = L.build_hierarchy(one, C.build_index(one))
-    assert h.merged.num == len(L.LOD_LEVELS)
-    for k in range(h.merged.num):
-        np.testing.assert_allclose(h.merged.means[k], one.means[0], atol=1e-7)
-        np.testing.assert_allclose(_covariances(h.merged.quats[k:k + 1],
-                                                h.merged.log_scales[k:k + 1])[0],
-                                   _covariances(one.quats, one.log_scales)[0], rtol=1e-4,
-                                   atol=1e-12)
-        np.testing.assert_allclose(h.merged.opacities()[k], one.opacities()[0], rtol=1e-5)
+@pytest.mark.parametrize("absorb", [1e-4, 0.3, 2.0, 40.0])
+def test_coverage_opacity_integrates_to_the_members_coverage(absorb):
+    s1, s2 = 1.0, 0.5
+    o = L.coverage_opacity(np.array([absorb]), np.array([s1 * s2]),
+                           footprint_area=L.FOOTPRINT_AREA)[0]
+    x, y = np.meshgrid(np.linspace(-12, 12, 2401), np.linspace(-6, 6, 1201))
+    alpha = np.minimum(K.ALPHA_MAX, o * np.exp(-0.5 * ((x / s1) ** 2 + (y / s2) ** 2)))
+    integral = alpha.sum() * (24 / 2400) * (12 / 1200)
+    footprint = L.FOOTPRINT_AREA * s1 * s2
+    np.testing.assert_allclose(integral, footprint * (1 - np.exp(-absorb / footprint)),
+                               rtol=2e-3)
+    if absorb == 40.0:
+        assert o > 1  # an opaque patch: flat-topped
 
 
 def cams():
@@ -71,24 +122,53 @@ def cams():
             Camera.equidistant_fisheye(64, 64, fov_deg=200.0, world_from_camera=ring[1])]
 
 
+def psnr(a, b):
+    mse = np.mean((a.astype(np.float64) - b) ** 2)
+    return np.inf if mse == 0 else 10 * np.log10(1 / mse)
+
+
 @pytest.mark.parametrize("cam_index", [0, 1])
-def test_tiny_pixel_size_is_exact_and_coarse_is_close(room, cam_index):
+def test_lod_converges_to_the_exact_image(room, cam_index):
     cam = cams()[cam_index]
     exact = render(room, cam, backend="cpu", culling=False)
     fine = render(room, cam, backend="cpu", lod=LodConfig(pixel_size=1e-6))
-    np.testing.assert_array_equal(fine.rgb, exact.rgb)  # same rows, kernels and order
+    for field in ("rgb", "depth", "alpha"):  # same rows, kernels and order
+        np.testing.assert_array_equal(getattr(fine, field), getattr(exact, field))
     index, h = C.spatial_index(room), L.lod_hierarchy(room)
     blocks = C.visible_blocks(index, cam)
-    levels = L.choose_levels(index, h, cam, blocks, LodConfig(pixel_size=2.0))
-    assert (levels >= 0).any()  # some blocks are drawn merged
-    coarse = render(room, cam, backend="cpu", lod=LodConfig(pixel_size=2.0))
-    mse = np.mean((coarse.rgb - exact.rgb) ** 2)
-    assert 0 < mse and 10 * np.log10(1 / mse) > 18  # measured ~24-30 dB on these views
+    quality, drawn = [], []
+    for px in (4.0, 1.0, 0.25):
+        cfg = LodConfig(pixel_size=px, colour_tolerance=None)
+        rows = L.choose_rows(index, h, cam, blocks, cfg)
+        drawn.append(len(rows))
+        quality.append(psnr(render(room, cam, backend="cpu", lod=cfg).rgb, exact.rgb))
+        if px >= 1.0:
+            assert (rows >= len(h.order)).any()  # some nodes are drawn merged
+    assert drawn[0] < drawn[1] <= drawn[2]
+    assert quality[0] < quality[1] <= quality[2]
+    assert quality[0] > 20  # measured 29.5 / 31.0 dB (px 4), 60.8 / 41.3 dB (px 1), exact at 0.25
+
+
+def test_lod_is_deterministic(room):
+    rebuilt = L.build_hierarchy(room, C.build_index(room))
+    h = L.lod_hierarchy(room)
+    for name in ("order", "node_row", "node_sigma", "node_colour_std", "merged_opacity"):
+        np.testing.assert_array_equal(getattr(rebuilt, name), getattr(h, name))
+    cam, cfg = cams()[1], LodConfig(pixel_size=1.0)
+    first = render(room, cam, backend="cpu", lod=cfg)
+    copy = sample_background(seed=2, n_gaussians=20000)  # a new object: new cache entries
+    again = render(copy, cam, backend="cpu", lod=cfg)
+    np.testing.assert_array_equal(first.rgb, again.rgb)
+    np.testing.assert_array_equal(first.rgb, render(room, cam, backend="cpu", lod=cfg).rgb)
 
 
 def test_lod_validation():
     with pytest.raises(ValueError, match="pixel_size"):
         LodConfig(pixel_size=0.0)
+    with pytest.raises(ValueError, match="colour_tolerance"):
+        LodConfig(colour_tolerance=-1.0)
+    with pytest.raises(ValueError, match="colour_tolerance"):
+        LodConfig(colour_tolerance=float("inf"))
     with pytest.raises(ValueError, match="cpu backend only"):
         render(sample_background(seed=0, n_gaussians=100), cams()[0], backend="reference",
                lod=LodConfig())
@@ -99,10 +179,16 @@ def test_cli_records_lod_in_manifest(tmp_path, capsys):
     save_scene(make_sample_scene(seed=0, n_gaussians=3000), root)
     args = ["render", "--scene", str(root), "--role", "test", "--backend", "cpu", "--width", "32"]
     assert main([*args, "--out", str(tmp_path / "exact")]) == 0
-    assert main([*args, "--out", str(tmp_path / "lod"), "--lod-pixels", "1.5"]) == 0
+    assert main([*args, "--out", str(tmp_path / "lod"), "--lod-pixels", "1.5",
+                 "--lod-colour-tolerance", "0.1"]) == 0
     exact = json.loads((tmp_path / "exact/manifest.json").read_text())
     lod = json.loads((tmp_path / "lod/manifest.json").read_text())
     assert exact["params"]["lod"] is None
-    assert lod["params"]["lod"] == {"mode": "lod", "levels": [8, 4, 2, 1], "pixel_size": 1.5}
+    assert lod["params"]["lod"] == {
+        "mode": "lod", "hierarchy": L.HIERARCHY, "branching": 4, "normal_scale": L.NORMAL_SCALE,
+        "footprint_area": L.FOOTPRINT_AREA, "pixel_size": 1.5,
+        "colour_tolerance": 0.1}
     assert main([*args, "--out", str(tmp_path / "bad"), "--lod-pixels", "0"]) == 2
     assert "pixel_size" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+    assert main([*args, "--out", str(tmp_path / "bad"), "--lod-colour-tolerance", "0.1"]) == 2
+    assert "--lod-pixels" in capsys.readouterr().err and not (tmp_path / "bad").exists()
