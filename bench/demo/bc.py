@@ -45,8 +45,9 @@ class BCConfig:
         shift_px: Largest random shift of the augmentation, pixels at the input size.
         jitter: Largest relative brightness / per-channel gain change of the augmentation.
         channels: Output channels of the encoder's 3x3 convolutions.
-        strides: Stride of each convolution (``(2, 2, 2, 2)``: a 4 x 4 map at 64 px; a
-            stride 1 keeps a finer map for the spatial softmax to localise small objects).
+        strides: Stride of each convolution (empty: 2 each; ``(2, 2, 2, 2)`` gives a 4 x 4
+            map at 64 px; a stride 1 keeps a finer map for the spatial softmax to localise
+            small objects).
         hidden: Width of the MLP head.
         horizon: Chunk rows predicted (the env's ``execute`` of the task).
         epochs: Passes over the data.
@@ -68,7 +69,7 @@ class BCConfig:
     shift_px: int = 4
     jitter: float = 0.2
     channels: tuple[int, ...] = (16, 32, 32, 32)
-    strides: tuple[int, ...] = (2, 2, 2, 2)
+    strides: tuple[int, ...] = ()
     hidden: int = 128
     horizon: int = 16
     epochs: int = 30
@@ -80,7 +81,8 @@ class BCConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "channels", tuple(int(c) for c in self.channels))
-        object.__setattr__(self, "strides", tuple(int(c) for c in self.strides))
+        object.__setattr__(self, "strides", tuple(int(c) for c in self.strides)
+                           or (2,) * len(self.channels))
         if len(self.strides) != len(self.channels) or min(self.strides, default=1) < 1:
             raise ValueError("strides must give one stride >= 1 per entry of channels")
         if self.aux_weight < 0:
@@ -369,8 +371,10 @@ def save_policy(directory: Any, config: BCConfig, state: dict[str, Any],
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    # one metadata key: safetensors writes a multi-key metadata map in a random order,
+    # which would make the file bytes (not the tensors) differ between runs
     save_file(state, str(directory / "model.safetensors"),
-              metadata={"name": config.name, "task": config.task})
+              metadata={"policy": f"{config.name}/{config.task}"})
     atomic_write_json(directory / "config.json", config.to_json())
     atomic_write_json(directory / "manifest.json", manifest)
 

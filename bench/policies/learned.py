@@ -24,7 +24,9 @@ import numpy as np
 from bench.policies.base import POLICIES
 
 ASSETS = Path(__file__).resolve().parents[1] / "demo" / "assets" / "policies"
-LEARNED_POLICIES = ("bc-large", "bc-small")
+LEARNED_POLICIES = ("bc-large", "bc-small", "bc-aux", "bc-aux-dagger")
+#: Tasks with shipped weights per recipe (bench.demo.bc.RECIPE_TASKS; default all three).
+LEARNED_TASKS = {"bc-aux": ("tape", "pen"), "bc-aux-dagger": ("tape", "pen")}
 #: Deployment variants: registry name -> (weights of a trained recipe, chunk rows per query).
 #: ``bc-large-exec16`` is ``bc-large`` executing all 16 rows of a Cup chunk open loop instead
 #: of re-planning after 8 (what a lab varies when it deploys a chunked policy).
@@ -106,10 +108,14 @@ def _register() -> None:
                     "proprio only)",
         "bc-small": "behaviour-cloned CNN: 60 demos, no augmentation, 32 px (wrist images + "
                     "proprio only)",
+        "bc-aux": "bc-large's data with an 8x8 keypoint map and an object-pose auxiliary "
+                  "loss at training (wrist images + proprio only at run time)",
+        "bc-aux-dagger": "bc-aux fine-tuned on DAgger rounds: its own rollouts labelled by "
+                         "the expert (wrist images + proprio only at run time)",
     }
     for name in LEARNED_POLICIES:
         POLICIES.register(name, functools.partial(LearnedPolicy, name=name), privileged=False,
-                          tasks=("cup", "tape", "pen"), learned=True,
+                          tasks=LEARNED_TASKS.get(name, ("cup", "tape", "pen")), learned=True,
                           description=descriptions[name])
     for name, (weights, rows) in LEARNED_VARIANTS.items():
         POLICIES.register(name, functools.partial(LearnedPolicy, name=name, weights=weights,
