@@ -884,39 +884,90 @@ def summarise_rates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def write_evaluation(out: Any, *, tasks: tuple[str, ...], trials: int,
-                     policies: tuple[str, ...] = ALL_RECIPES,
-                     root: Any = None) -> list[dict[str, Any]]:
-    """Evaluate every (policy, task) ``trials`` times; write ``eval_trials.csv``, ``eval.{csv,md}``.
+def pair_tests(rates: list[dict[str, Any]], pairs: dict[str, tuple[str, str]]
+               ) -> list[dict[str, Any]]:
+    """Per task, the two policies of ``pairs[task]``: both rates and Fisher's exact p.
 
-    A recipe is evaluated on the tasks it is trained for (:func:`recipe_tasks`).
-
-    ``root`` is the policy asset root (default ``out/policies``, what was just trained).
+    Two-sided :func:`scipy.stats.fisher_exact` on the 2 x 2 table of successes and failures;
+    tasks whose pair was not both evaluated are left out.
     """
+    from scipy.stats import fisher_exact
+
+    by_key = {(r["policy"], r["task"]): r for r in rates}
+    out = []
+    for task, (first, second) in pairs.items():
+        if (first, task) not in by_key or (second, task) not in by_key:
+            continue
+        a, b = by_key[first, task], by_key[second, task]
+        table = [[a["successes"], a["trials"] - a["successes"]],
+                 [b["successes"], b["trials"] - b["successes"]]]
+        out.append({"task": task, "policy_1": first, "policy_2": second,
+                    "successes_1": a["successes"], "successes_2": b["successes"],
+                    "trials": a["trials"], "fisher_p": round(float(fisher_exact(table)[1]), 4)})
+    return out
+
+
+def _write_csv(path: Any, table: list[dict[str, Any]]) -> None:
     import csv
     import io
+
+    from bench.provenance import atomic_write_bytes
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(table[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(table)
+    atomic_write_bytes(path, buffer.getvalue().encode())
+
+
+def write_evaluation(out: Any, *, tasks: tuple[str, ...], trials: int,
+                     policies: tuple[str, ...] = ALL_RECIPES, root: Any = None,
+                     rows: list[dict[str, Any]] | None = None,
+                     extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Evaluate every (policy, task) ``trials`` times; write ``eval_trials.csv``, ``eval.{csv,md}``.
+
+    A recipe is evaluated on the tasks it is trained for (:func:`recipe_tasks`); the demo's
+    pair per task (:data:`bench.policies.learned.DEMO_POLICIES`) is compared by Fisher's
+    exact test in ``eval_pairs.{csv,md}``.
+
+    Args:
+        out: Output directory.
+        tasks: Tasks evaluated.
+        trials: Rollouts per (policy, task).
+        policies: Recipe names.
+        root: Policy asset root (default ``out/policies``, what was just trained).
+        rows: Per-trial rows already computed by :func:`evaluate_policy` (e.g. in parallel
+            processes; in the order tasks x policies), instead of evaluating here.
+        extra: More fields for ``eval_config.json`` (e.g. how the rows were computed).
+    """
     from pathlib import Path
 
+    from bench.demo.real import REAL_DOMAIN
+    from bench.policies.learned import DEMO_POLICIES
     from bench.provenance import atomic_write_bytes, atomic_write_json
 
     out = Path(out)
     root = Path(root) if root is not None else out / "policies"
-    rows = [row for task in tasks for name in policies if task in recipe_tasks(name)
-            for row in evaluate_policy(name, task, trials=trials, root=root)]
+    if rows is None:
+        rows = [row for task in tasks for name in policies if task in recipe_tasks(name)
+                for row in evaluate_policy(name, task, trials=trials, root=root)]
     rates = summarise_rates(rows)
-    for filename, table in (("eval_trials.csv", rows), ("eval.csv", rates)):
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(table[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(table)
-        atomic_write_bytes(out / filename, buffer.getvalue().encode())
+    _write_csv(out / "eval_trials.csv", rows)
+    _write_csv(out / "eval.csv", rates)
     lines = ["| policy | task | successes / trials | rate | 95 % Wilson |", "|---|---|---|---|---|"]
     lines += [f"| {r['policy']} | {r['task']} | {r['successes']} / {r['trials']} | "
               f"{r['rate']:.2f} | {r['wilson_low']:.2f}-{r['wilson_high']:.2f} |" for r in rates]
     atomic_write_bytes(out / "eval.md", ("\n".join(lines) + "\n").encode())
-    from bench.demo.real import REAL_DOMAIN
-
+    pairs = pair_tests(rates, {t: DEMO_POLICIES[t] for t in tasks})
+    if pairs:
+        _write_csv(out / "eval_pairs.csv", pairs)
+        lines = ["| task | demo pair | successes / trials | Fisher p (two-sided) |",
+                 "|---|---|---|---|"]
+        lines += [f"| {p['task']} | {p['policy_1']} vs {p['policy_2']} | {p['successes_1']} vs "
+                  f"{p['successes_2']} / {p['trials']} | {p['fisher_p']:.3f} |" for p in pairs]
+        atomic_write_bytes(out / "eval_pairs.md", ("\n".join(lines) + "\n").encode())
     atomic_write_json(out / "eval_config.json", {
         "trials": trials, "condition_offset": EVAL_CONDITION_OFFSET, "tasks": list(tasks),
-        "policies": list(policies), "real_domain": REAL_DOMAIN.to_json()})
+        "policies": list(policies), "demo_pairs": {t: list(DEMO_POLICIES[t]) for t in tasks},
+        "real_domain": REAL_DOMAIN.to_json(), **(extra or {})})
     return rates
