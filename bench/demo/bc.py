@@ -414,14 +414,16 @@ TASK_HORIZON = {"cup": 16, "tape": 8, "pen": 8}  # the env's execute rows per ta
 TASK_EPOCHS = {"cup": 30, "tape": 30, "pen": 20}
 DEMO_EPISODES = 300  # demonstrations recorded per task (bc-large uses all of them)
 #: name -> the recipe fields that differ (what a real lab varies); task, horizon per task.
-#: ``bc-aux`` (Tape, Pen): ``bc-large``'s data and augmentation, a finer last feature map
-#: (8 x 8 instead of 4 x 4 at 64 px) for the spatial softmax and the auxiliary object-pose
-#: loss (docs/demo-policies.md: bc-large's first chunk went to the same place whatever
-#: the object's position, i.e. it had not learned to localise the 1-3 px object).
+#: ``bc-aux`` (Tape, Pen): ``bc-large``'s data, colour jitter but no random shift (a 4 px
+#: shift of a 64 px fisheye moves the 2-4 px object as far as its real displacements do,
+#: with the same target: it teaches the network to ignore where the object is), a finer
+#: last feature map (8 x 8 instead of 4 x 4) for the spatial softmax and the auxiliary
+#: object-pose loss (docs/demo-policies.md: bc-large's first chunk went to the same place
+#: whatever the object's position; it had not learned to localise the object).
 POLICY_RECIPES = {
     "bc-large": {"episodes": DEMO_EPISODES, "image_size": 64, "augment": True},
     "bc-small": {"episodes": 60, "image_size": 32, "augment": False},
-    "bc-aux": {"episodes": DEMO_EPISODES, "image_size": 64, "augment": True,
+    "bc-aux": {"episodes": DEMO_EPISODES, "image_size": 64, "augment": True, "shift_px": 0,
                "strides": (2, 2, 2, 1), "aux_weight": 1.0},
 }
 TOOL = "train-policies/1"
@@ -454,7 +456,7 @@ class DaggerConfig:
 
     base: str = "bc-aux"
     rounds: int = 2
-    episodes: int = 90
+    episodes: int = 60
     condition_offset: int = 6000
     beta: float = 0.0
     seed: int = 0
