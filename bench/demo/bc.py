@@ -493,7 +493,8 @@ def recipe(name: str, task: str, **overrides: Any) -> BCConfig:
     A DAgger recipe has its base's network config under its own name.
     """
     if name in DAGGER_RECIPES:
-        return recipe(DAGGER_RECIPES[name].base, task, name=name, **overrides)
+        return dataclasses.replace(recipe(DAGGER_RECIPES[name].base, task, **overrides),
+                                   name=name)
     return BCConfig(name=name, task=task, horizon=TASK_HORIZON[task],
                     **{"epochs": TASK_EPOCHS[task], **POLICY_RECIPES[name], **overrides})
 
