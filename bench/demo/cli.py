@@ -149,13 +149,17 @@ def add_train_policies_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train-policies", help="re-record the demonstrations and retrain the learned policies",
         description="Record the scripted expert's noisy demonstrations in the three "
-        "ground-truth worlds and train the behaviour-cloned policies (bc-large, bc-small) "
-        "per task, deterministically; writes OUT/demos/, OUT/policies/<name>/<task>/ "
-        "(the layout of bench/demo/assets/policies) and OUT/manifest.json. See "
-        "docs/demo-policies.md.")
+        "ground-truth worlds and train the behaviour-cloned policies (bc-large, bc-small; "
+        "bc-aux and its DAgger rounds bc-aux-dagger for Tape and Pen) per task, "
+        "deterministically and resumably stage by stage; writes OUT/demos/, "
+        "OUT/policies/<name>/<task>/ (the layout of bench/demo/assets/policies), "
+        "OUT/dagger/ (each DAgger round) and OUT/manifest.json. See docs/demo-policies.md.")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--tasks", default="cup,tape,pen",
                    help="comma-separated tasks (cup, tape, pen) [default all three]")
+    p.add_argument("--policies", default=None,
+                   help="comma-separated recipes (bc-large, bc-small, bc-aux, bc-aux-dagger; "
+                   "a DAgger recipe trains its base too) [default all, each on its tasks]")
     p.add_argument("--episodes", type=int, default=None,
                    help="demonstrations recorded per task (count) [default 300]")
     p.add_argument("--epochs", type=int, default=None,
@@ -181,6 +185,14 @@ def run_train_policies(args: argparse.Namespace) -> int:
     bad = sorted(set(tasks) - {"cup", "tape", "pen"})
     if not tasks or bad:
         raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
+    from bench.demo.bc import ALL_RECIPES
+
+    policies = ALL_RECIPES if args.policies is None else tuple(
+        n.strip() for n in args.policies.split(",") if n.strip())
+    unknown = sorted(set(policies) - set(ALL_RECIPES))
+    if not policies or unknown:
+        raise BenchError(f"--policies must name recipes of {', '.join(ALL_RECIPES)}, "
+                         f"got {args.policies!r}")
     for name in ("episodes", "epochs"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -198,11 +210,11 @@ def run_train_policies(args: argparse.Namespace) -> int:
 
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_bytes(marker_json())
-    options = {"tasks": tasks, "epochs": args.epochs}
+    options = {"tasks": tasks, "epochs": args.epochs, "policies": policies}
     if args.episodes is not None:
         options["episodes"] = args.episodes
     train_policies(out, TrainPoliciesConfig(**options), resume=args.resume)
     if args.evaluate:
-        write_evaluation(out, tasks=tasks, trials=args.evaluate)
+        write_evaluation(out, tasks=tasks, trials=args.evaluate, policies=policies)
     print(f"wrote {out}")
     return 0

@@ -42,6 +42,11 @@ DATASET_ARRAYS = (
     ("condition", "int32"),    # [N]
     ("frame", "int32"),        # [N]
 )
+#: Train-time-only targets (privileged: never a policy input), hashed apart from
+#: :data:`DATASET_ARRAYS` (:func:`aux_sha256`) so recordings without them keep their sha256.
+AUX_ARRAYS = (
+    ("object_pose", "float32"),  # [N, 5] actor in the TCP frame: x y z, cos, sin 2 dyaw
+)
 
 
 @dataclass(frozen=True)
@@ -112,21 +117,43 @@ def record_episode(  # -> (samples dict of lists, success)
     from bench.policies.base import policy_observation, to_env_chunk
 
     rows: dict[str, list] = {"wrist_left": [], "wrist_right": [], "proprio": [],
-                             "actions": [], "frame": []}
+                             "actions": [], "frame": [], "object_pose": []}
     obs, info = env.reset(seed=condition)
     expert.reset(seed=condition)
     while True:
         label = to_env_chunk(expert.act(policy_observation(obs, env), info), env, info)
-        rows["wrist_left"].append(obs[IMAGE_KEYS[0]])
-        rows["wrist_right"].append(obs[IMAGE_KEYS[1]])
-        rows["proprio"].append(np.asarray(obs["proprio"], dtype=np.float32))
-        rows["actions"].append(label)
-        rows["frame"].append(int(info["frame"]))
+        append_query(rows, obs, info, label, actor=env.unwrapped.task.actor.name)
         executed = perturb_chunk(label, rng, noise_xyz=config.noise_xyz,
                                  noise_yaw=config.noise_yaw)
         obs, _, terminated, truncated, info = env.step(executed)
         if terminated or truncated:
             return rows, bool(info["success"])
+
+
+def object_pose_in_tcp(info: dict[str, Any], actor: str) -> np.ndarray:  # -> float32 [5]
+    """The actor's pose in the commanded TCP frame: x, y, z (m), cos and sin of 2 x rel. yaw.
+
+    A privileged train-time target (an auxiliary loss teaches the encoder where the object
+    is); the doubled angle makes it symmetric like the jaw (a pen's yaw is modulo pi).
+    """
+    from bench.policies.expert import _object_yaw, _yaw_of
+
+    target = np.asarray(info["tcp_target"], dtype=np.float64)
+    state = info["state"].objects[actor]
+    rel = target[:3, :3].T @ (np.asarray(state.pos, dtype=np.float64) - target[:3, 3])
+    dyaw = _object_yaw(state.quat) - _yaw_of(target[:3, :3])
+    return np.array([*rel, np.cos(2 * dyaw), np.sin(2 * dyaw)], dtype=np.float32)
+
+
+def append_query(rows: dict[str, list], obs: dict[str, Any], info: dict[str, Any],
+                 label: np.ndarray, *, actor: str) -> None:
+    """Append one labelled query (what the policy sees, the label, the aux target) to ``rows``."""
+    rows["wrist_left"].append(obs[IMAGE_KEYS[0]])
+    rows["wrist_right"].append(obs[IMAGE_KEYS[1]])
+    rows["proprio"].append(np.asarray(obs["proprio"], dtype=np.float32))
+    rows["actions"].append(label)
+    rows["frame"].append(int(info["frame"]))
+    rows["object_pose"].append(object_pose_in_tcp(info, actor))
 
 
 def record_demonstrations(  # -> dict of arrays (DATASET_ARRAYS) + "success" [episodes]
@@ -138,7 +165,7 @@ def record_demonstrations(  # -> dict of arrays (DATASET_ARRAYS) + "success" [ep
     from bench.policies import make_policy
 
     envs: dict[str, Any] = {}
-    parts: dict[str, list] = {name: [] for name, _ in DATASET_ARRAYS}
+    parts: dict[str, list] = {name: [] for name, _ in (*DATASET_ARRAYS, *AUX_ARRAYS)}
     success = []
     bar = tqdm(range(config.episodes), desc=f"demos {config.task}", unit="ep",
                disable=not progress, mininterval=5.0)
@@ -154,7 +181,7 @@ def record_demonstrations(  # -> dict of arrays (DATASET_ARRAYS) + "success" [ep
         condition = config.condition_offset + episode
         rows, ok = record_episode(env, expert, condition=condition, rng=rng, config=config)
         n = len(rows["frame"])
-        for key in ("wrist_left", "wrist_right", "proprio", "actions", "frame"):
+        for key in ("wrist_left", "wrist_right", "proprio", "actions", "frame", "object_pose"):
             parts[key].append(np.asarray(rows[key]))
         parts["episode"].append(np.full(n, episode))
         parts["world"].append(np.full(n, world_index))
@@ -164,7 +191,8 @@ def record_demonstrations(  # -> dict of arrays (DATASET_ARRAYS) + "success" [ep
                         success=f"{np.mean(success):.2f}")
     for env in envs.values():
         env.close()
-    data = {name: np.concatenate(parts[name]).astype(dtype) for name, dtype in DATASET_ARRAYS}
+    data = {name: np.concatenate(parts[name]).astype(dtype)
+            for name, dtype in (*DATASET_ARRAYS, *AUX_ARRAYS)}
     data["success"] = np.asarray(success, dtype=bool)
     return data
 
@@ -179,10 +207,24 @@ def dataset_sha256(data: dict[str, np.ndarray]) -> str:
     return digest.hexdigest()
 
 
+def aux_sha256(data: dict[str, np.ndarray]) -> str | None:
+    """sha256 over the :data:`AUX_ARRAYS` present (None: a recording without them)."""
+    present = [(name, dtype) for name, dtype in AUX_ARRAYS if name in data]
+    if not present:
+        return None
+    digest = hashlib.sha256()
+    for name, dtype in present:
+        array = np.ascontiguousarray(data[name], dtype=dtype)
+        digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
 def select_episodes(data: dict[str, np.ndarray], count: int) -> dict[str, np.ndarray]:
     """The first ``count`` episodes of a dataset (a balanced subset: episodes cycle worlds)."""
     keep = data["episode"] < count
-    out = {name: data[name][keep] for name, _ in DATASET_ARRAYS}
+    out = {name: data[name][keep] for name, _ in (*DATASET_ARRAYS, *AUX_ARRAYS)
+           if name in data}
     out["success"] = data["success"][:count]
     return out
 
@@ -210,6 +252,8 @@ def dataset_summary(data: dict[str, np.ndarray], *, seconds: float | None = None
            "image_shape": list(data["wrist_left"].shape[1:]),
            "chunk_shape": list(data["actions"].shape[1:]),
            "sha256": dataset_sha256(data)}
+    if aux_sha256(data) is not None:
+        out["aux_sha256"] = aux_sha256(data)
     if seconds is not None:
         out["record_seconds"] = round(float(seconds), 1)
     return out

@@ -19,6 +19,7 @@ from bench.policies.learned import (
     ASSETS,
     DEMO_POLICIES,
     LEARNED_POLICIES,
+    LEARNED_TASKS,
     LEARNED_VARIANTS,
     LearnedPolicy,
     policy_dir,
@@ -31,22 +32,39 @@ bc.preload_torch_compiler()
 TASKS = ("cup", "tape", "pen")
 
 
-@pytest.fixture(scope="module")
-def cup_query():
-    """A real-domain env (the demo's settings) and its first observation on fresh start 9000."""
-    from bench.policies.base import policy_observation
+def _expert_query(task: str):
+    """A real-domain env (the demo's settings) one expert chunk into fresh start 9000."""
+    from bench.policies import make_policy
+    from bench.policies.base import policy_observation, to_env_chunk
 
-    env = REAL_DOMAIN.make_env("gt-duo", "cup")
+    env = REAL_DOMAIN.make_env("gt-duo", task)
     obs, info = env.reset(seed=9000)
     # advance one expert chunk so the state is not the home pose
-    from bench.policies import make_policy
-    from bench.policies.base import to_env_chunk
-
     expert = make_policy("expert", env)
     obs, _, _, _, info = env.step(to_env_chunk(expert.act(policy_observation(obs, env), info),
                                                env, info))
-    yield env, policy_observation(obs, env), info
+    return env, policy_observation(obs, env), info
+
+
+@pytest.fixture(scope="module")
+def cup_query():
+    env, obs, info = _expert_query("cup")
+    yield env, obs, info
     env.close()
+
+
+@pytest.fixture(scope="module")
+def tape_query():
+    env, obs, info = _expert_query("tape")
+    yield env, obs, info
+    env.close()
+
+
+def _learned_names(task: str) -> list[str]:
+    """Every learned registry entry (recipe or deployment variant) with weights for ``task``."""
+    return [name for name in (*LEARNED_POLICIES, *LEARNED_VARIANTS)
+            if task in LEARNED_TASKS.get(LEARNED_VARIANTS.get(name, (name,))[0],
+                                         TASKS)]
 
 
 def _moved_state(info: dict, rng: np.random.Generator) -> dict:
@@ -77,8 +95,12 @@ def _scrambled(value, rng: np.random.Generator):
     return None
 
 
-def test_learned_policies_read_no_privileged_state(cup_query) -> None:
-    env, obs, info = cup_query
+@pytest.mark.parametrize("task", ["cup", "tape"])
+def test_learned_policies_read_no_privileged_state(task, request) -> None:
+    """Every learned entry (bc-aux and bc-aux-dagger on Tape included) ignores ``info``."""
+    env, obs, info = request.getfixturevalue(f"{task}_query")
+    names = _learned_names(task)
+    assert task != "tape" or {"bc-aux", "bc-aux-dagger"} <= set(names)
     rng = np.random.default_rng(0)
     moved = _moved_state(info, rng)
     garbage = {k: _scrambled(v, rng) for k, v in info.items() if k != "state"}
@@ -87,7 +109,7 @@ def test_learned_policies_read_no_privileged_state(cup_query) -> None:
                      object_state=rng.normal(size=15).astype(np.float32))
     for key in [k for k in obs if k.endswith("_rgb")]:  # raw env keys: the policy reads images
         other_obs[key] = np.zeros_like(obs[key])
-    for name in (*LEARNED_POLICIES, *LEARNED_VARIANTS):
+    for name in names:
         weights, rows = LEARNED_VARIANTS.get(name, (name, 8))
         policy = LearnedPolicy(env.unwrapped, name=name, weights=weights, rows=rows)
         policy.reset(seed=9000)
@@ -121,29 +143,51 @@ def test_scrambling_state_changes_the_privileged_expert(cup_query) -> None:
 def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
     from safetensors.torch import load_file
 
-    for name in LEARNED_POLICIES:
+    names = [n for n in LEARNED_POLICIES if task in LEARNED_TASKS.get(n, TASKS)]
+    assert names == [n for n in bc.ALL_RECIPES if task in bc.recipe_tasks(n)]
+    for name in names:
         directory = policy_dir(name, task)
         config = json.loads((directory / "config.json").read_text())
         manifest = json.loads((directory / "manifest.json").read_text())
-        assert config == bc.recipe(name, task).to_json()
         assert manifest["params"] == config and manifest["tool"] == bc.TOOL
         assert manifest["weights_sha256"] == bc.weights_sha256(
             load_file(str(directory / "model.safetensors")))
         data = manifest["data"]
+        assert data["recording"]["real"] == REAL_DOMAIN.to_json()
+        assert data["recording"]["condition_offset"] == 5000
+        assert data["recording"]["worlds"] == ["gt-duo", "gt-flat", "gt-g2"]
+        assert len(data["sha256"]) == 64 and len(data["recording_sha256"]) == 64
+        if name in bc.DAGGER_RECIPES:  # the fine-tuned last round of the DAgger recipe
+            dagger = bc.DAGGER_RECIPES[name]
+            base = bc.recipe(dagger.base, task)
+            assert bc.BCConfig.from_json(config) == dataclasses.replace(
+                bc.recipe(name, task), epochs=dagger.epochs, lr=dagger.lr,
+                seed=base.seed + dagger.rounds)
+            assert manifest["dagger"] == dagger.to_json()
+            assert manifest["round"] == dagger.rounds - 1
+            assert len(data["rounds"]) == dagger.rounds and data["demo_episodes"] == 300
+            for entry in data["rounds"]:
+                assert entry["episodes"] == dagger.episodes and len(entry["sha256"]) == 64
+                assert len(entry["rolled_out_weights_sha256"]) == 64
+            assert data["rounds"][0]["rolled_out_weights_sha256"] == json.loads(
+                (policy_dir(dagger.base, task) / "manifest.json").read_text())["weights_sha256"]
+            assert data["samples"] == manifest["counts"]["samples"] > 10 * 300
+            continue
+        assert bc.BCConfig.from_json(config) == bc.recipe(name, task)
         assert data["episodes"] == config["episodes"] == manifest["counts"]["episodes"]
         assert data["conditions"] == [5000, 5000 + config["episodes"] - 1]
-        assert data["worlds"] == ["gt-duo", "gt-flat", "gt-g2"]
-        assert data["recording"]["real"] == REAL_DOMAIN.to_json()
-        assert len(data["sha256"]) == 64 and data["samples"] > 10 * data["episodes"]
-    a, b = LEARNED_POLICIES
+        assert data["samples"] > 10 * data["episodes"]
+        if config.get("aux_weight", 0) > 0:
+            assert len(data["recording_aux_sha256"]) == 64
+    a, b = names[:2]
     assert bc.recipe(a, task) != bc.recipe(b, task)
     for name in DEMO_POLICIES[task]:  # every demo policy is a recipe or a variant of one
-        assert LEARNED_VARIANTS.get(name, (name,))[0] in LEARNED_POLICIES
+        assert LEARNED_VARIANTS.get(name, (name,))[0] in names
 
 
 def test_shipped_assets_stay_small() -> None:
     total = sum(p.stat().st_size for p in ASSETS.rglob("*") if p.is_file())
-    assert 0 < total < 2.5e6
+    assert 0 < total < 4e6
 
 
 def test_one_real_domain_query_any_image_size(cup_query) -> None:
@@ -219,4 +263,79 @@ def test_train_policies_cli_refuses_bad_tasks(tmp_path) -> None:
                              "--out", str(out), "--tasks", "rope"],
                             capture_output=True, text=True)
     assert result.returncode == 2 and "--tasks" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
+def _dagger_config(seed: int = 0) -> bc.TrainPoliciesConfig:
+    """A tiny DAgger run: 2 Tape demonstrations, 1 epoch, 2 rounds of 1 short rollout."""
+    return bc.TrainPoliciesConfig(
+        tasks=("tape",), policies=("bc-aux-dagger",), episodes=2, epochs=1,
+        dagger={"rounds": 2, "episodes": 1, "max_frames": 24, "epochs": 1, "beta": 0.5,
+                "seed": seed})
+
+
+def _stage_files(out) -> dict:
+    """Relative path -> (sha256, mtime_ns) of every dataset and weights file under ``out``.
+
+    (The JSON manifests also hold wall-clock durations, so they are compared by content.)
+    """
+    import hashlib
+
+    return {str(p.relative_to(out)): (hashlib.sha256(p.read_bytes()).hexdigest(),
+                                      p.stat().st_mtime_ns)
+            for p in sorted(out.rglob("*")) if p.suffix in (".npz", ".safetensors")}
+
+
+@pytest.mark.slow
+def test_dagger_stages_are_deterministic_and_resumable(tmp_path) -> None:
+    """Same config -> same bytes at every stage; another seed -> other rollouts and weights;
+    an interrupted run resumes from its last complete stage and ends byte-identical."""
+    import shutil
+
+    first, second, other = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for out in (first, second):
+        bc.train_policies(out, _dagger_config(), progress=False)
+    files = _stage_files(first)
+    assert {k: v[0] for k, v in files.items()} == {k: v[0] for k, v in
+                                                    _stage_files(second).items()}
+    final = "policies/bc-aux-dagger/tape/model.safetensors"
+    for r in (0, 1):
+        assert f"dagger/round{r}/bc-aux-dagger/tape/rollouts.npz" in files
+        assert f"dagger/round{r}/bc-aux-dagger/tape/model.safetensors" in files
+    assert final in files and "policies/bc-aux/tape/model.safetensors" in files
+    rollout = json.loads((first / "dagger/round1/bc-aux-dagger/tape/rollouts.json").read_text())
+    assert rollout["key"]["round"] == 1 and rollout["episodes"] == 1
+    assert rollout["key"]["policy_weights_sha256"] == json.loads(
+        (first / "dagger/round0/bc-aux-dagger/tape/manifest.json").read_text())["weights_sha256"]
+
+    # the other seed: reuse the demonstrations and the base (resume), new DAgger rounds
+    shutil.copytree(first / "demos", other / "demos")
+    shutil.copytree(first / "policies" / "bc-aux", other / "policies" / "bc-aux")
+    bc.train_policies(other, _dagger_config(seed=1), resume=True, progress=False)
+    changed = _stage_files(other)
+    assert changed["policies/bc-aux/tape/model.safetensors"] == \
+        files["policies/bc-aux/tape/model.safetensors"]  # kept, not retrained
+    assert changed["dagger/round0/bc-aux-dagger/tape/rollouts.npz"][0] != \
+        files["dagger/round0/bc-aux-dagger/tape/rollouts.npz"][0]
+    assert changed[final][0] != files[final][0]
+
+    # interrupt after round 0: round 1 and the final copy are gone; resume redoes just those
+    shutil.rmtree(first / "dagger" / "round1")
+    (first / final).unlink()
+    bc.train_policies(first, _dagger_config(), resume=True, progress=False)
+    resumed = _stage_files(first)
+    assert {k: v[0] for k, v in resumed.items()} == {k: v[0] for k, v in files.items()}
+    for key in ("demos/tape.npz", "policies/bc-aux/tape/model.safetensors",
+                "dagger/round0/bc-aux-dagger/tape/rollouts.npz",
+                "dagger/round0/bc-aux-dagger/tape/model.safetensors"):
+        assert resumed[key][1] == files[key][1], key  # not rewritten
+    assert resumed[final][1] != files[final][1]
+
+
+def test_train_policies_cli_refuses_unknown_policies(tmp_path) -> None:
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "bench.cli", "demo", "train-policies",
+                             "--out", str(out), "--policies", "bc-huge"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "--policies" in result.stderr
     assert "Traceback" not in result.stderr and not out.exists()
