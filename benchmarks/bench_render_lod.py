@@ -39,17 +39,6 @@ DEFAULT_POINTS = ["0.35:0.05", "0.5:0.05", "0.7:0.05", "1:0.05", "1:0.1", "1.5:0
                   "2:0.1", "1:none", "1.5:none", "2:none"]
 
 
-def cameras(model: str, size: int):
-    from bench.scene.cameras import Camera, orbit
-
-    poses = orbit((0.0, 0.0, 0.0), radius=0.9, height=0.45, num_views=8)
-    if model == "pinhole":
-        return [Camera.pinhole_from_fov(size, size, fov_x_deg=70.0, world_from_camera=p)
-                for p in poses]
-    return [Camera.equidistant_fisheye(size, size, fov_deg=200.0, world_from_camera=p)
-            for p in poses]
-
-
 def parse_point(text: str):
     from bench.render import LodConfig
 
@@ -160,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, help="write the generated speed doc (Markdown) here")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # speed_doc beside this script
+    from bench_render_scale import cameras  # the same 8 poses as the exact-path benchmark
     from speed_doc import (
         Table,
         command_line,

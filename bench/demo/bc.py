@@ -636,7 +636,14 @@ def dagger_rollouts(  # -> dict of arrays (DATASET_ARRAYS, AUX_ARRAYS) + "succes
     """
     from tqdm import tqdm
 
-    from bench.demo.demos import AUX_ARRAYS, DATASET_ARRAYS, WORLD_IDS, append_query
+    from bench.demo.demos import (
+        AUX_ARRAYS,
+        DATASET_ARRAYS,
+        WORLD_IDS,
+        add_episode,
+        append_query,
+        stack_episodes,
+    )
     from bench.demo.real import REAL_DOMAIN
     from bench.policies import make_policy
     from bench.policies.base import policy_observation, to_env_chunk
@@ -670,21 +677,14 @@ def dagger_rollouts(  # -> dict of arrays (DATASET_ARRAYS, AUX_ARRAYS) + "succes
             obs, _, terminated, truncated, info = env.step(executed)
             if terminated or truncated:
                 break
-        n = len(rows["frame"])
-        for key, values in rows.items():
-            parts[key].append(np.asarray(values))
-        parts["episode"].append(np.full(n, first_episode + i))
-        parts["world"].append(np.full(n, world_index))
-        parts["condition"].append(np.full(n, condition))
+        add_episode(parts, rows, episode=first_episode + i, world_index=world_index,
+                    condition=condition)
         success.append(bool(info["success"]))
         bar.set_postfix(samples=sum(len(p) for p in parts["episode"]),
                         success=f"{np.mean(success):.2f}")
     for env in envs.values():
         env.close()
-    data = {name: np.concatenate(parts[name]).astype(dtype)
-            for name, dtype in (*DATASET_ARRAYS, *AUX_ARRAYS)}
-    data["success"] = np.asarray(success, dtype=bool)
-    return data
+    return stack_episodes(parts, success)
 
 
 def concat_datasets(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -180,17 +180,29 @@ def record_demonstrations(  # -> dict of arrays (DATASET_ARRAYS) + "success" [ep
         rng = np.random.default_rng([config.seed, episode])
         condition = config.condition_offset + episode
         rows, ok = record_episode(env, expert, condition=condition, rng=rng, config=config)
-        n = len(rows["frame"])
-        for key in ("wrist_left", "wrist_right", "proprio", "actions", "frame", "object_pose"):
-            parts[key].append(np.asarray(rows[key]))
-        parts["episode"].append(np.full(n, episode))
-        parts["world"].append(np.full(n, world_index))
-        parts["condition"].append(np.full(n, condition))
+        add_episode(parts, rows, episode=episode, world_index=world_index,
+                    condition=condition)
         success.append(ok)
         bar.set_postfix(samples=sum(len(p) for p in parts["episode"]),
                         success=f"{np.mean(success):.2f}")
     for env in envs.values():
         env.close()
+    return stack_episodes(parts, success)
+
+
+def add_episode(parts: dict[str, list], rows: dict[str, list], *, episode: int,
+                world_index: int, condition: int) -> None:
+    """Append one episode's queries (``rows`` of :func:`append_query`) to ``parts``."""
+    n = len(rows["frame"])
+    for key in ("wrist_left", "wrist_right", "proprio", "actions", "frame", "object_pose"):
+        parts[key].append(np.asarray(rows[key]))
+    parts["episode"].append(np.full(n, episode))
+    parts["world"].append(np.full(n, world_index))
+    parts["condition"].append(np.full(n, condition))
+
+
+def stack_episodes(parts: dict[str, list], success: list[bool]) -> dict[str, np.ndarray]:
+    """The recorded arrays (:data:`DATASET_ARRAYS`, :data:`AUX_ARRAYS`) and ``success``."""
     data = {name: np.concatenate(parts[name]).astype(dtype)
             for name, dtype in (*DATASET_ARRAYS, *AUX_ARRAYS)}
     data["success"] = np.asarray(success, dtype=bool)
@@ -199,21 +211,18 @@ def record_demonstrations(  # -> dict of arrays (DATASET_ARRAYS) + "success" [ep
 
 def dataset_sha256(data: dict[str, np.ndarray]) -> str:
     """sha256 over the arrays of :data:`DATASET_ARRAYS` (name, dtype, shape, bytes) in order."""
-    digest = hashlib.sha256()
-    for name, dtype in DATASET_ARRAYS:
-        array = np.ascontiguousarray(data[name], dtype=dtype)
-        digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
+    return _arrays_sha256(data, DATASET_ARRAYS)
 
 
 def aux_sha256(data: dict[str, np.ndarray]) -> str | None:
     """sha256 over the :data:`AUX_ARRAYS` present (None: a recording without them)."""
     present = [(name, dtype) for name, dtype in AUX_ARRAYS if name in data]
-    if not present:
-        return None
+    return _arrays_sha256(data, present) if present else None
+
+
+def _arrays_sha256(data: dict[str, np.ndarray], arrays) -> str:
     digest = hashlib.sha256()
-    for name, dtype in present:
+    for name, dtype in arrays:
         array = np.ascontiguousarray(data[name], dtype=dtype)
         digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
         digest.update(array.tobytes())
