@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _load_script(name: str):
-    # benchmarks/ is a folder of scripts: load one by path (it imports speed_doc beside it).
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_bench_render_lod_doc_matches_printed_tables(tmp_path, capsys):
-    bench = _load_script("bench_render_lod")
+def test_bench_render_lod_doc_matches_printed_tables(tmp_path, capsys, load_benchmark):
+    bench = load_benchmark("bench_render_lod")
     doc = tmp_path / "speed" / "render-lod.md"
     bench.main(["--gaussians", "3000", "--sizes", "32", "--frames", "1", "--diagnose",
                 "--points", "1e-6:none", "2:0.05", "--doc", str(doc), "--out", str(tmp_path)])

@@ -2,19 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _load_script(name: str):
-    # benchmarks/ is a folder of scripts: load one by path (it imports speed_doc beside it).
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def _table_rows(text: str, header: list[str]) -> list[list[str]]:
     lines = text.splitlines()
@@ -27,8 +14,8 @@ def _table_rows(text: str, header: list[str]) -> list[list[str]]:
     return rows
 
 
-def test_bench_train_doc_matches_printed_table(tmp_path, capsys):
-    bench_train = _load_script("bench_train")
+def test_bench_train_doc_matches_printed_table(tmp_path, capsys, load_benchmark):
+    bench_train = load_benchmark("bench_train")
     doc = tmp_path / "speed" / "train.md"
     bench_train.main(["--sizes", "32", "--gaussians", "300", "--threads", "1", "--iters", "1",
                       "--torch-iters", "1", "--rounds", "1", "--doc", str(doc),
@@ -47,8 +34,9 @@ def test_bench_train_doc_matches_printed_table(tmp_path, capsys):
     assert text.rstrip().endswith("- a test run")
 
 
-def test_bench_train_doc_after_interrupt_lists_unmeasured_cells(tmp_path, monkeypatch):
-    bench_train = _load_script("bench_train")
+def test_bench_train_doc_after_interrupt_lists_unmeasured_cells(tmp_path, monkeypatch,
+                                                                 load_benchmark):
+    bench_train = load_benchmark("bench_train")
     real, calls = bench_train.measure, []
 
     def measure_then_interrupt(*args, **kwargs):
