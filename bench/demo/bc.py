@@ -639,6 +639,7 @@ def dagger_rollouts(  # -> dict of arrays (DATASET_ARRAYS, AUX_ARRAYS) + "succes
     from bench.demo.demos import (
         AUX_ARRAYS,
         DATASET_ARRAYS,
+        QUERY_ARRAYS,
         WORLD_IDS,
         add_episode,
         append_query,
@@ -664,8 +665,7 @@ def dagger_rollouts(  # -> dict of arrays (DATASET_ARRAYS, AUX_ARRAYS) + "succes
         expert = make_policy("expert", env.unwrapped, seed=0)
         condition = dagger.condition_offset + round_index * dagger.episodes + i
         rng = np.random.default_rng([dagger.seed, round_index, i])
-        rows: dict[str, list] = {k: [] for k in ("wrist_left", "wrist_right", "proprio",
-                                                 "actions", "frame", "object_pose")}
+        rows: dict[str, list] = {key: [] for key in QUERY_ARRAYS}
         obs, info = env.reset(seed=condition)
         expert.reset(seed=condition)
         while True:

@@ -47,6 +47,8 @@ DATASET_ARRAYS = (
 AUX_ARRAYS = (
     ("object_pose", "float32"),  # [N, 5] actor in the TCP frame: x y z, cos, sin 2 dyaw
 )
+#: What :func:`append_query` stores per query (the rest of the arrays is per episode).
+QUERY_ARRAYS = ("wrist_left", "wrist_right", "proprio", "actions", "frame", "object_pose")
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,7 @@ def record_episode(  # -> (samples dict of lists, success)
     """One noisy expert episode; every query's images, proprio and clean expert chunk."""
     from bench.policies.base import policy_observation, to_env_chunk
 
-    rows: dict[str, list] = {"wrist_left": [], "wrist_right": [], "proprio": [],
-                             "actions": [], "frame": [], "object_pose": []}
+    rows: dict[str, list] = {key: [] for key in QUERY_ARRAYS}
     obs, info = env.reset(seed=condition)
     expert.reset(seed=condition)
     while True:
@@ -194,7 +195,7 @@ def add_episode(parts: dict[str, list], rows: dict[str, list], *, episode: int,
                 world_index: int, condition: int) -> None:
     """Append one episode's queries (``rows`` of :func:`append_query`) to ``parts``."""
     n = len(rows["frame"])
-    for key in ("wrist_left", "wrist_right", "proprio", "actions", "frame", "object_pose"):
+    for key in QUERY_ARRAYS:
         parts[key].append(np.asarray(rows[key]))
     parts["episode"].append(np.full(n, episode))
     parts["world"].append(np.full(n, world_index))

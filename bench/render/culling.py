@@ -224,10 +224,7 @@ def cull_indices(splats: GaussianSplats, camera: Camera) -> np.ndarray:  # [M] a
     """Original indices of the Gaussians in the visible blocks (any backend)."""
     index = spatial_index(splats)
     runs = block_runs(index, visible_blocks(index, camera))
-    if len(runs) == 0:
-        return np.zeros(0, np.int64)
-    pos = np.concatenate([np.arange(a, b) for a, b in runs])
-    return np.sort(index.order[pos])
+    return np.sort(index.order[_concat_ranges(runs)])
 
 
 # --------------------------------------------------------------------------- cpu driver
