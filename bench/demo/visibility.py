@@ -362,15 +362,15 @@ def ceiling_rows(result: VisibilityResult) -> list[dict[str, Any]]:
             for c in result.cells]
 
 
-def _input_files(config: VisibilityConfig) -> dict[str, Path]:
+def _input_bundles(config: VisibilityConfig) -> dict[str, Path]:
+    """The bundle directory of each measured reconstruction (none for the sample room)."""
     spec = config.study_spec()
-    files = {}
-    for scene in config.scenes:
-        if scene != SAMPLE:
-            root = Path(spec.scenes[scene])
-            files[f"{scene}/scene.json"] = root / "scene.json"
-            files[f"{scene}/background.ply"] = root / "background.ply"
-    return files
+    return {scene: Path(spec.scenes[scene]) for scene in config.scenes if scene != SAMPLE}
+
+
+def _input_files(config: VisibilityConfig) -> dict[str, Path]:
+    return {f"{scene}/{name}": root / name for scene, root in _input_bundles(config).items()
+            for name in ("scene.json", "background.ply")}
 
 
 def write_outputs(out: Path, config: VisibilityConfig, result: VisibilityResult, *,
@@ -391,7 +391,8 @@ def write_outputs(out: Path, config: VisibilityConfig, result: VisibilityResult,
             f"observations x 2 wrist fisheyes ({config.image_size[0]} x {config.image_size[1]}, "
             f"tilt {config.tilt_deg:g} deg); pixels inside the image circle; ceiling-facing "
             f"share: this rig {result.ceiling():.3f}, untilted {result.ceiling(untilted=True):.3f}")
-    with staged_output_dir(out, overwrite=overwrite) as tmp:
+    with staged_output_dir(out, overwrite=overwrite,
+                           inputs=_input_bundles(config).values()) as tmp:
         outputs = {}
         for stem, (rows, title) in tables.items():
             header = list(rows[0])
@@ -438,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     from bench.errors import BenchError
+    from bench.safety import preflight_output_dir
 
     try:
         config = VisibilityConfig(
@@ -445,9 +447,9 @@ def main(argv: list[str] | None = None) -> int:
             presets=_csv(args.presets) if args.presets else None, conditions=args.conditions,
             tilt_deg=args.tilt, image_size=(args.size, args.size) if args.size else None,
             seed=args.seed)
-        if args.out.exists() and not args.overwrite:  # refuse before a minutes-long run
-            raise BenchError(f"output directory {args.out} exists; pass --overwrite or choose "
-                             "another --out")
+        # every refusal of --out before a minutes-long run (inputs: the measured bundles)
+        preflight_output_dir(args.out, overwrite=args.overwrite,
+                             inputs=_input_bundles(config).values())
         started = time.perf_counter()
         result = measure_visibility(config, progress=True)
         write_outputs(args.out, config, result, overwrite=args.overwrite)

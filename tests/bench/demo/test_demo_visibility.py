@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -139,3 +140,23 @@ def test_visibility_cli_refuses_bad_input_before_measuring(tmp_path, capsys):
     assert main(["--out", str(existing)]) == 2
     assert "pass --overwrite" in capsys.readouterr().err
     assert not (tmp_path / "v").exists() and list(existing.iterdir()) == []
+
+
+def test_visibility_cli_refuses_unsafe_out_before_measuring(tmp_path, capsys, monkeypatch):
+    import bench.demo.visibility as visibility
+
+    def fail(*args, **kwargs):
+        raise AssertionError("measured before --out was checked")
+
+    monkeypatch.setattr(visibility, "measure_visibility", fail)
+    scan = tmp_path / "scan"  # a user's directory, not written by the bench
+    scan.mkdir()
+    (scan / "keep.txt").write_text("precious")
+    assert main(["--out", str(scan), "--overwrite", "--scenes", "flat"]) == 2
+    assert "not written by the bench" in capsys.readouterr().err
+    assert [p.name for p in scan.iterdir()] == ["keep.txt"]
+    bundle = SMALL.study_spec().scenes["flat"]  # the shipped reconstruction measured
+    inside = f"{bundle}/visibility-out"
+    assert main(["--out", inside, "--scenes", "flat"]) == 2
+    assert "lies inside the input" in capsys.readouterr().err
+    assert not os.path.exists(inside)
