@@ -366,3 +366,21 @@ def test_dagger_stages_are_deterministic_and_resumable(tmp_path) -> None:
                 "dagger/round0/bc-aux-dagger/tape/model.safetensors"):
         assert resumed[key][1] == files[key][1], key  # not rewritten
     assert resumed[final][1] != files[final][1]
+
+
+#: dataset_sha256 of the first 10 episodes of the Cup recording the shipped Cup weights were
+#: trained on (recording sha256 21907d77..., in their manifests), computed from that recording
+#: with select_episodes. Re-recorded here from scratch: if it differs, the physics or the
+#: real-domain rendering changed by even round-off (a 1e-6 m drift once diverged a demo at
+#: frame 44), and `bench demo train-policies` no longer reproduces the shipped weights.
+CUP_PREFIX_SHA256 = "953510629aa7c09608eba32b87e47559ddb3fb4ea99d24885507b1be227af8d4"
+
+
+@pytest.mark.slow
+def test_recording_prefix_reproduces_the_shipped_weights_recording() -> None:
+    from bench.demo.demos import DemonstrationConfig, dataset_sha256, record_demonstrations
+
+    manifest = json.loads((policy_dir("bc-large", "cup") / "manifest.json").read_text())
+    assert manifest["data"]["recording_sha256"].startswith("21907d77")
+    data = record_demonstrations(DemonstrationConfig(task="cup", episodes=10), progress=False)
+    assert len(data["frame"]) == 168 and dataset_sha256(data) == CUP_PREFIX_SHA256
