@@ -68,8 +68,7 @@ class DemonstrationConfig:
             translation, metres (0 = clean expert).
         noise_yaw: Standard deviation of the noise added to each executed row's yaw, rad.
         max_frames: Episode time limit while recording, 10 Hz frames.
-        real: The real-domain render settings (image size, shadows, tilt, sensor), resolved
-            for ``task`` (:meth:`~bench.demo.real.RealDomainConfig.for_task`).
+        real: The real-domain render settings (image size, shadows, tilt, sensor).
     """
 
     task: str = "cup"
@@ -93,7 +92,6 @@ class DemonstrationConfig:
         if not self.worlds:
             raise ValueError("worlds must name at least one ground-truth world")
         object.__setattr__(self, "worlds", tuple(self.worlds))
-        object.__setattr__(self, "real", self.real.for_task(self.task))  # the task's image size
 
     def to_json(self) -> dict[str, Any]:
         """The resolved config as a JSON-ready dict."""

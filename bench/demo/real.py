@@ -23,9 +23,8 @@ the observation space is unchanged).
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -154,9 +153,6 @@ class RealDomainConfig:
 
     Attributes:
         image_size: Wrist image (height, width) per fisheye, pixels.
-        task_image_size: Task -> its own wrist image size (overrides ``image_size``). Pen
-            records and runs at 128 px: at 64 px the 13 mm pen covers 0-12 pixels of a
-            lens at the start (docs/demo-policies.md), less than Tape's 4-23 there.
         shadows: MuJoCo shadow maps. Off: about 7x cheaper per query in software GL at
             64 x 64 (docs/demo-worlds.md "Speed"; docs/demo-policies.md for the measurement
             that chose it), so hundreds of "real" rollouts fit a 15-minute demo.
@@ -167,37 +163,22 @@ class RealDomainConfig:
     """
 
     image_size: tuple[int, int] = (64, 64)
-    task_image_size: dict[str, tuple[int, int]] = field(
-        default_factory=lambda: {"pen": (128, 128)})
     shadows: bool = False
     tilt_deg: float = DEMO_TILT_DEG
     sensor: bool = True
     max_frames: int = 200
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "image_size", _pixel_size(self.image_size, "image_size"))
-        object.__setattr__(self, "task_image_size", {
-            task: _pixel_size(size, f"task_image_size[{task!r}]")
-            for task, size in dict(self.task_image_size).items()})
+        object.__setattr__(self, "image_size", tuple(int(v) for v in self.image_size))
+        if len(self.image_size) != 2 or min(self.image_size) < 8:
+            raise ValueError(f"image_size must be (height, width) >= 8 px, got {self.image_size}")
         if self.max_frames < 1:
             raise ValueError(f"max_frames must be >= 1, got {self.max_frames}")
 
-    def image_size_for(self, task: str) -> tuple[int, int]:
-        """Wrist image (height, width) of ``task``."""
-        return self.task_image_size.get(task, self.image_size)
-
-    def for_task(self, task: str) -> RealDomainConfig:
-        """These settings resolved for ``task``: its image size, no per-task table."""
-        return dataclasses.replace(self, image_size=self.image_size_for(task),
-                                   task_image_size={})
-
     def to_json(self) -> dict[str, Any]:
-        """The resolved settings as a JSON-ready dict (``task_image_size`` only when set)."""
-        out = {"image_size": list(self.image_size), "shadows": self.shadows,
-               "tilt_deg": self.tilt_deg, "sensor": self.sensor, "max_frames": self.max_frames}
-        if self.task_image_size:
-            out["task_image_size"] = {t: list(v) for t, v in self.task_image_size.items()}
-        return out
+        """The resolved settings as a JSON-ready dict."""
+        return {"image_size": list(self.image_size), "shadows": self.shadows,
+                "tilt_deg": self.tilt_deg, "sensor": self.sensor, "max_frames": self.max_frames}
 
     def make_env(self, world: WorldConfig | str, task: str = "cup", **overrides: Any) -> gym.Env:
         """:func:`make_real_env` of ``world`` and ``task`` with these settings.
@@ -206,20 +187,12 @@ class RealDomainConfig:
             world: World config or id (``gt-duo``, ``gt-flat``, ``gt-g2``).
             task: ``cup``, ``tape`` or ``pen``.
             **overrides: Further :class:`~bench.sim.config.EnvConfig` fields (``execute``,
-                ``max_frames``, ...); ``image_size`` (:meth:`image_size_for` the task) and
-                ``shadows`` come from this config.
+                ``max_frames``, ...); ``image_size`` and ``shadows`` come from this config.
         """
         return make_real_env(world, task, tilt_deg=self.tilt_deg, sensor=self.sensor,
                              **{"max_frames": self.max_frames, **overrides,
-                                "image_size": self.image_size_for(task),
+                                "image_size": self.image_size,
                                 "shadows": self.shadows})
-
-
-def _pixel_size(value: Any, what: str) -> tuple[int, int]:
-    size = tuple(int(v) for v in value)
-    if len(size) != 2 or min(size) < 8:
-        raise ValueError(f"{what} must be (height, width) >= 8 px, got {value}")
-    return size
 
 
 #: The settings the demo's "real" domain uses (demonstrations and evaluation).

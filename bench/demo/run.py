@@ -64,9 +64,7 @@ class DemoProfile:
         real_trials: Ground-truth-world rollouts per (scene, task, policy).
         presets: Artifact presets besides clean.
         coverage: Shipped coverage retrainings used as extra conditions.
-        image_size: Wrist image (height, width), pixels, in both domains (a task in
-            ``REAL_DOMAIN.task_image_size``, Pen, runs at its own size: the spec's
-            ``task_image_size``).
+        image_size: Wrist image (height, width), pixels, in both domains.
         max_frames: Time limit in 10 Hz frames (a number, or ``{scene: {task: frames}}``;
             None: the task's default, 600).
         metrics: Quality scorers of the Test / OBS-Probe views.
@@ -168,7 +166,6 @@ def learned_policies() -> dict[str, Any]:
     from bench.policies.learned import DEMO_POLICIES
 
     return {"policies": {t: tuple(DEMO_POLICIES[t]) for t in TASKS},
-            "task_image_size": dict(REAL_DOMAIN.task_image_size),
             "real_world": {"cameras": "yubi-dual", "tilt_deg": REAL_DOMAIN.tilt_deg,
                            "shadows": REAL_DOMAIN.shadows, "sensor": REAL_DOMAIN.sensor}}
 
@@ -239,7 +236,6 @@ def profile_spec(profile: DemoProfile, *, seed: int = 0):
     extra = {c: per_scene for c, per_scene in assets.pop("extra_conditions").items()
              if c in profile.coverage}
     policies = {t: assets["policies"][t] for t in profile.tasks}
-    sizes = {t: v for t, v in assets.pop("task_image_size", {}).items() if t in profile.tasks}
     scenes = list(assets.get("sample_scenes", {})) + list(assets.get("scenes", {}))
     max_frames = profile.max_frames
     if max_frames is None:
@@ -250,7 +246,6 @@ def profile_spec(profile: DemoProfile, *, seed: int = 0):
                      extra_conditions=extra, conditions=("clean", *profile.presets),
                      seed=seed, tasks=profile.tasks, trials=profile.trials,
                      real_trials=profile.real_trials, image_size=profile.image_size,
-                     task_image_size=sizes,
                      max_frames=max_frames, metrics=profile.metrics,
                      obs_policy_every=profile.obs_policy_every,
                      deployment={"fisheye_mode": profile.fisheye_mode}, real_domain="world",
@@ -285,7 +280,7 @@ def measure_rollout_costs(spec: Any) -> dict[tuple[str, str, str], float]:
     bundle = _clean_bundle(spec, scene)
     costs = {}
     for task in spec.tasks:
-        overrides = {"image_size": spec.image_size_for(task), "max_frames": spec.frames_limit(scene, task),
+        overrides = {"image_size": spec.image_size, "max_frames": spec.frames_limit(scene, task),
                      "render_backend": spec.render_backend}
         for domain in ("sim", "real"):
             env = make_domain_env(spec, scene=scene, task=task, domain=domain, bundle=bundle,

@@ -10,7 +10,7 @@ like any image policy (tested: scrambling everything else leaves its actions unc
 
 :data:`DEMO_POLICIES` names the two policies per task the demo compares. Recipes:
 ``bc-large`` (300 demonstrations, shift + colour augmentation, 64 px input), ``bc-small``
-(60 demonstrations, no augmentation, 32 px input), and for Tape and Pen ``bc-aux`` (no
+(60 demonstrations, no augmentation, 32 px input), and for Tape ``bc-aux`` (no
 shift, a finer keypoint map, an object-pose auxiliary loss at training) and
 ``bc-aux-dagger`` (``bc-aux`` after two DAgger rounds) - what a real lab varies.
 """
@@ -26,11 +26,9 @@ import numpy as np
 from bench.policies.base import POLICIES
 
 ASSETS = Path(__file__).resolve().parents[1] / "demo" / "assets" / "policies"
-LEARNED_POLICIES = ("bc-large", "bc-small", "bc-aux", "bc-aux-dagger", "bc-aux-128",
-                    "bc-aux-128-dagger")
+LEARNED_POLICIES = ("bc-large", "bc-small", "bc-aux", "bc-aux-dagger")
 #: Tasks with shipped weights per recipe (as bench.demo.bc.RECIPE_TASKS; default all three).
-LEARNED_TASKS = {"bc-aux": ("tape",), "bc-aux-dagger": ("tape",), "bc-aux-128": ("pen",),
-                 "bc-aux-128-dagger": ("pen",)}
+LEARNED_TASKS = {"bc-aux": ("tape",), "bc-aux-dagger": ("tape",)}
 #: Deployment variants: registry name -> (weights of a trained recipe, chunk rows per query).
 #: ``bc-large-exec16`` is ``bc-large`` executing all 16 rows of a Cup chunk open loop instead
 #: of re-planning after 8 (what a lab varies when it deploys a chunked policy).
@@ -119,10 +117,6 @@ def _register() -> None:
                   "loss at training (wrist images + proprio only at run time)",
         "bc-aux-dagger": "bc-aux fine-tuned on DAgger rounds: its own rollouts labelled by "
                          "the expert (wrist images + proprio only at run time)",
-        "bc-aux-128": "bc-aux at 128 px input behind a 4x4 stride-4 patchify stem (Pen's "
-                      "128 px recording; wrist images + proprio only at run time)",
-        "bc-aux-128-dagger": "bc-aux-128 fine-tuned on DAgger rounds (wrist images + proprio "
-                             "only at run time)",
     }
     for name in LEARNED_POLICIES:
         POLICIES.register(name, functools.partial(LearnedPolicy, name=name), privileged=False,

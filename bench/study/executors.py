@@ -276,7 +276,7 @@ def make_study_env(spec: Any, *, scene: str, task: str, domain: str, bundle: Any
     from bench.study.deployment import Deployment
 
     deployment = Deployment.from_dict(spec.deployment)
-    overrides = {"image_size": spec.image_size_for(task), "max_frames": spec.frames_limit(scene, task),
+    overrides = {"image_size": spec.image_size, "max_frames": spec.frames_limit(scene, task),
                  "render_backend": spec.render_backend, **deployment.env_overrides(), **extra}
     if spec.real_domain == "world":  # "real" trials in the ground-truth world
         from bench.study.world_domain import make_domain_env

@@ -93,7 +93,7 @@ def measure_rollouts(spec: StudySpec) -> dict[str, float]:
     scene, bundle = _first_clean_bundle(spec)
     seconds = {}
     for task in spec.tasks:
-        overrides = {"image_size": spec.image_size_for(task), "max_frames": spec.frames_limit(scene, task),
+        overrides = {"image_size": spec.image_size, "max_frames": spec.frames_limit(scene, task),
                      "render_backend": spec.render_backend}
         if spec.real_domain == "world":  # the world's rig in the simulated domain too
             from bench.study.world_domain import make_domain_env

@@ -68,8 +68,6 @@ def check_size(spec: StudySpec) -> int:
                          f"{MAX_SAMPLE_GAUSSIANS * PLY_BYTES_PER_GAUSSIAN / 2**30:.1f} GiB per "
                          "room); lower it")
     check_image_size(*spec.image_size, what="image_size")
-    for task, size in spec.task_image_size.items():
-        check_image_size(*size, what=f"task_image_size[{task!r}]")
     total = planned_rollouts(spec)
     if total > MAX_ROLLOUTS:
         raise BenchError(

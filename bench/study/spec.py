@@ -100,9 +100,6 @@ class StudySpec:
         real_condition_offset: First initial-condition index of the "real" domain's trials
             (a separate block of the task grid's seeded draws).
         image_size: Wrist image (height, width), pixels.
-        task_image_size: Task -> its own wrist image (height, width), overriding
-            ``image_size`` in both domains for that task (:meth:`image_size_for`; the demo's
-            Pen runs at 128 px). Written to the spec's JSON only when set.
         max_frames: Time limit per rollout in 10 Hz frames: one number, or
             ``{scene: {task: frames}}`` (pairs not listed, and None, use the task's default,
             600; YUBI: :data:`YUBI_MAX_FRAMES`).
@@ -159,7 +156,6 @@ class StudySpec:
     sim_condition_offset: int = 100
     real_condition_offset: int = 1000
     image_size: tuple[int, int] = (128, 128)
-    task_image_size: dict[str, tuple[int, int]] = field(default_factory=dict)
     max_frames: int | dict[str, dict[str, int]] | None = None
     metrics: tuple[str, ...] = ("psnr", "ssim", "lpips", "nvs-sqa")
     capture_noise: float = 0.01
@@ -184,9 +180,6 @@ class StudySpec:
         object.__setattr__(self, "tasks", tuple(t.lower() for t in self.tasks))
         object.__setattr__(self, "metrics", tuple(self.metrics))
         object.__setattr__(self, "image_size", tuple(int(v) for v in self.image_size))
-        object.__setattr__(self, "task_image_size", {
-            str(t).lower(): tuple(int(v) for v in size)
-            for t, size in self.task_image_size.items()})
         pols = {t: tuple(self.policies.get(t, TASK_DEFAULT_POLICIES.get(t, DEFAULT_POLICIES)))
                 for t in self.tasks}
         extra = sorted(set(self.policies) - set(self.tasks))
@@ -266,13 +259,6 @@ class StudySpec:
         if min(self.image_size) < 8:
             raise BenchError(f"image_size must be two pixel counts >= 8, got "
                              f"{list(self.image_size)}")
-        for task, size in self.task_image_size.items():
-            if task not in self.tasks:
-                raise BenchError(f"task_image_size names task {task!r}, which is not in tasks "
-                                 f"{list(self.tasks)}; fix the name")
-            if min(size) < 8:
-                raise BenchError(f"task_image_size[{task!r}] must be two pixel counts >= 8, "
-                                 f"got {list(size)}")
         for name in ("seed", "sim_condition_offset", "real_condition_offset"):
             if getattr(self, name) < 0:
                 raise BenchError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -353,10 +339,6 @@ class StudySpec:
         domain = WorldDomain.from_dict(self.real_world)
         domain.check_scenes(names)
         object.__setattr__(self, "real_world", domain.to_json())  # resolved: every default
-
-    def image_size_for(self, task: str) -> tuple[int, int]:
-        """Wrist image (height, width) of ``task`` in both domains."""
-        return self.task_image_size.get(task, self.image_size)
 
     def frames_limit(self, scene: str, task: str) -> int | None:
         """Time limit of one (scene, task) in 10 Hz frames (None: the task's default)."""
@@ -462,8 +444,6 @@ class StudySpec:
         """This spec as a JSON-ready dict (tuples as lists)."""
         data = dataclasses.asdict(self)
         data["policies"] = {t: list(p) for t, p in self.policies.items()}
-        if not self.task_image_size:  # absent unless set: older specs keep their text
-            del data["task_image_size"]
         if self.reliability_variants is not None:
             data["reliability_variants"] = list(self.reliability_variants)
         return data
@@ -516,9 +496,6 @@ FIELD_TYPES: dict[str, tuple[Any, str]] = {
     "real_condition_offset": (_is_int, "an integer"),
     "image_size": (lambda v: isinstance(v, (list, tuple)) and len(v) == 2
                    and all(_is_int(x) for x in v), "[height, width] in pixels"),
-    "task_image_size": (lambda v: _is_map(v, lambda m: isinstance(m, (list, tuple))
-                                          and len(m) == 2 and all(_is_int(x) for x in m)),
-                        "an object: task -> [height, width] in pixels"),
     "max_frames": (lambda v: v is None or _is_int(v) or _is_map(v, lambda m: _is_map(m, _is_int)),
                    "an integer, null or an object {scene: {task: frames}}"),
     "metrics": (_is_str_seq, "a list of metric names"),

@@ -153,7 +153,7 @@ def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
         assert manifest["weights_sha256"] == bc.weights_sha256(
             load_file(str(directory / "model.safetensors")))
         data = manifest["data"]
-        assert data["recording"]["real"] == REAL_DOMAIN.for_task(task).to_json()
+        assert data["recording"]["real"] == REAL_DOMAIN.to_json()
         assert data["recording"]["condition_offset"] == 5000
         assert data["recording"]["worlds"] == ["gt-duo", "gt-flat", "gt-g2"]
         assert len(data["sha256"]) == 64 and len(data["recording_sha256"]) == 64
@@ -230,41 +230,6 @@ def test_training_is_deterministic_both_ways() -> None:
     assert bc.weights_sha256(first) == bc.weights_sha256(second)
     assert bc.weights_sha256(first) != bc.weights_sha256(other)
     assert log["samples"] == 24 and len(log["losses"]) == 2
-
-
-def test_patchify_stem_and_kernel_checks() -> None:
-    """kernels: a 4 x 4 stride-4 stem maps 128 px to 32 x 32; the default stays 3 x 3."""
-    import torch
-
-    stem = bc.recipe("bc-aux-128", "pen")
-    net = bc.build_network(stem)
-    assert net.encoder[0].kernel_size == (4, 4) and net.encoder[0].stride == (4, 4)
-    assert net.encoder[0](torch.zeros(1, 3, 128, 128)).shape == (1, 16, 32, 32)
-    assert net.encoder(torch.zeros(1, 3, 128, 128)).shape == (1, 32, 8, 8)  # bc-aux's map
-    plain = bc.recipe("bc-large", "cup")
-    assert plain.kernels == (3, 3, 3, 3) and bc.BCConfig.from_json(
-        {k: v for k, v in plain.to_json().items() if k != "kernels"}) == plain  # older files
-    with pytest.raises(ValueError, match="kernels must give one kernel size"):
-        bc.BCConfig(channels=(4, 8), kernels=(3,))
-
-
-def test_real_domain_gives_pen_its_own_image_size() -> None:
-    """Pen records and runs at 128 px, the other tasks at 64; recordings store the resolved size."""
-    from bench.demo.demos import DemonstrationConfig
-
-    assert REAL_DOMAIN.image_size_for("pen") == (128, 128)
-    assert REAL_DOMAIN.image_size_for("cup") == REAL_DOMAIN.image_size == (64, 64)
-    pen = DemonstrationConfig(task="pen").to_json()["real"]
-    assert pen["image_size"] == [128, 128] and "task_image_size" not in pen
-    assert DemonstrationConfig(task="tape").to_json()["real"]["image_size"] == [64, 64]
-    env = REAL_DOMAIN.make_env("gt-flat", "pen")
-    try:
-        obs, _ = env.reset(seed=9000)
-        assert obs["wrist_left_rgb"].shape == obs["wrist_right_rgb"].shape == (128, 128, 3)
-    finally:
-        env.close()
-    with pytest.raises(ValueError, match="task_image_size\\['pen'\\] must be"):
-        type(REAL_DOMAIN)(task_image_size={"pen": (4, 4)})
 
 
 def test_action_chunk_round_trip() -> None:

@@ -62,8 +62,6 @@ def test_paper_profile_is_yubis_design():
     spec = _spec("paper")
     assert (spec.trials, spec.real_trials) == (80, 20)
     assert spec.tasks == ("cup", "tape", "pen") and spec.image_size == (64, 64)  # the policies'
-    assert spec.task_image_size == {"pen": (128, 128)}  # Pen's recording and policies: 128 px
-    assert [spec.image_size_for(t) for t in spec.tasks] == [(64, 64), (64, 64), (128, 128)]
 
     assert spec.conditions == ("clean", *preset_names())
     assert spec.metrics == ("psnr", "ssim", "lpips", "nvs-sqa")
@@ -77,10 +75,8 @@ def test_paper_profile_is_yubis_design():
 def test_quick_profile_and_overrides():
     spec = _spec("quick")
     assert spec.tasks == ("cup",) and spec.trials == 1 and spec.conditions == ("clean", "hole-90")
-    assert "task_image_size" not in _spec("default").to_json()  # Cup only: the spec as before
     spec = _spec("default", trials=12, real_trials=24, tasks=("pen",))
     assert (spec.trials, spec.real_trials, spec.tasks) == (12, 24, ("pen",))
-    assert spec.image_size_for("pen") == (128, 128)
 
 
 def test_bad_profile_name_is_one_line():

@@ -62,12 +62,6 @@ def test_load_resolves_paths_and_defaults(tmp_path):
     ({"sample_scenes": {"a": 0}, "alpha": 2}, "alpha must be in \\(0, 1\\)"),
     ({"sample_scenes": {"a": 0}, "seed": -1}, "seed must be >= 0"),
     ({"sample_scenes": {"a": 0}, "image_size": [4, 4]}, "image_size must be two pixel counts"),
-    ({"sample_scenes": {"a": 0}, "task_image_size": {"pen": [128]}},
-     "'task_image_size' must be an object: task -> \\[height, width\\]"),
-    ({"sample_scenes": {"a": 0}, "tasks": ["cup"], "task_image_size": {"pen": [128, 128]}},
-     "task_image_size names task 'pen', which is not in tasks"),
-    ({"sample_scenes": {"a": 0}, "task_image_size": {"pen": [4, 4]}},
-     "task_image_size\\['pen'\\] must be two pixel counts"),
 ])
 def test_bad_specs(data, message):
     with pytest.raises(BenchError, match=message):
@@ -123,31 +117,3 @@ def test_default_starts_share_one_distribution():
         grid = get_task(task).grid
         assert spec.sim_condition_offset >= grid.size
         assert spec.real_condition_offset >= grid.size
-
-
-def test_task_image_size_overrides_one_task_and_stays_out_of_older_specs():
-    """image_size_for: the task's own size or image_size; to_json omits an empty table."""
-    plain = spec_from_dict({"sample_scenes": {"a": 0}, "image_size": [64, 64]})
-    assert "task_image_size" not in plain.to_json()  # older specs keep their text (and hash)
-    spec = spec_from_dict({"sample_scenes": {"a": 0}, "image_size": [64, 64],
-                           "task_image_size": {"Pen": [128, 96]}})
-    assert spec.image_size_for("pen") == (128, 96) and spec.image_size_for("cup") == (64, 64)
-    assert spec.to_json()["task_image_size"] == {"pen": (128, 96)}
-    assert spec_from_dict(json.loads(json.dumps(spec.to_json()))) == spec
-
-
-def test_study_env_renders_each_task_at_its_image_size():
-    """make_study_env builds each task's env at spec.image_size_for(task)."""
-    from bench.scene.sample import make_sample_scene
-    from bench.study.executors import make_study_env
-
-    spec = spec_from_dict({"sample_scenes": {"a": 0}, "tasks": ["cup", "pen"],
-                           "image_size": [16, 16], "task_image_size": {"pen": [24, 20]}})
-    bundle = make_sample_scene(seed=0, n_gaussians=2000)
-    for task, size in (("cup", (16, 16)), ("pen", (24, 20))):
-        env = make_study_env(spec, scene="a", task=task, domain="sim", bundle=bundle)
-        try:
-            obs, _ = env.reset(seed=0)
-            assert obs["wrist_rgb"].shape == (*size, 3)
-        finally:
-            env.close()
