@@ -23,12 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from bench.demo.bc import ALL_RECIPES, RECIPE_TASKS  # numpy-only at import (torch is lazy)
 from bench.policies.base import POLICIES
 
 ASSETS = Path(__file__).resolve().parents[1] / "demo" / "assets" / "policies"
-LEARNED_POLICIES = ("bc-large", "bc-small", "bc-aux", "bc-aux-dagger")
-#: Tasks with shipped weights per recipe (as bench.demo.bc.RECIPE_TASKS; default all three).
-LEARNED_TASKS = {"bc-aux": ("tape",), "bc-aux-dagger": ("tape",)}
+#: One registry entry per training recipe of bench.demo.bc (one source for both).
+LEARNED_POLICIES = ALL_RECIPES
+#: Tasks with shipped weights per recipe (bench.demo.bc.RECIPE_TASKS; default all three).
+LEARNED_TASKS = RECIPE_TASKS
 #: Deployment variants: registry name -> (weights of a trained recipe, chunk rows per query).
 #: ``bc-large-exec16`` is ``bc-large`` executing all 16 rows of a Cup chunk open loop instead
 #: of re-planning after 8 (what a lab varies when it deploys a chunked policy).
