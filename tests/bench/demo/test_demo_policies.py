@@ -359,8 +359,9 @@ def _cpu_features() -> tuple[str, ...]:
 def test_recording_prefix_reproduces_the_shipped_weights_recording() -> None:
     from bench.demo.demos import DemonstrationConfig, dataset_sha256, record_demonstrations
 
-    if _cpu_features() != PREFIX_CPU_FEATURES:
-        pytest.skip(f"CPU features {_cpu_features()} differ from the recording machine's "
+    features = _cpu_features()
+    if features != PREFIX_CPU_FEATURES:
+        pytest.skip(f"CPU features {features} differ from the recording machine's "
                     f"{PREFIX_CPU_FEATURES}: its float round-off is not expected to match")
     manifest = json.loads((policy_dir("bc-large", "cup") / "manifest.json").read_text())
     assert manifest["data"]["recording_sha256"].startswith("21907d77")
