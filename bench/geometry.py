@@ -327,5 +327,14 @@ class Similarity:
         return bool(np.array_equal(self.matrix(), np.eye(4)))
 
     def apply_points(self, points: np.ndarray) -> np.ndarray:  # [N, 3] -> [N, 3] float64
-        """Map points: ``s R p + t`` for every row."""
-        return self.scale * (np.asarray(points, np.float64) @ self.rotation.T) + self.translation
+        """Map points: ``s R p + t`` for every row.
+
+        Written as three column products summed in a fixed order, not ``p @ R.T``: BLAS picks
+        a different kernel for one row than for many (and per CPU), so a matmul made a 1-row
+        chunk round differently from the whole array; this way every row's result depends on
+        that row alone, on every machine.
+        """
+        p = np.asarray(points, np.float64)
+        r = self.rotation
+        rotated = p[..., 0:1] * r[:, 0] + p[..., 1:2] * r[:, 1] + p[..., 2:3] * r[:, 2]
+        return self.scale * rotated + self.translation

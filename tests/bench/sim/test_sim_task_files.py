@@ -1,7 +1,10 @@
 """Task files: the shipped Cup/Tape/Pen files reproduce the hard-coded tasks bit for bit.
 
-Golden values: ``golden/tasks_main_a3b63ea.json``, recorded by ``golden/record_golden.py`` at git
-main a3b63ea, when Cup/Tape/Pen were TaskSpecs written in Python (before task files existed).
+Golden values: ``golden/tasks_main_a3b63ea.json``, recorded by ``golden/record_golden.py`` on the
+code of git main a3b63ea, when Cup/Tape/Pen were TaskSpecs written in Python (before task files
+existed), under the reference numerics of ``tests/conftest.py`` (OpenBLAS Haswell kernels, numpy
+SIMD up to X86_V3; re-recorded 2026-12-02: the first recording, on an AVX-512 Intel, failed on
+AMD CI machines, whose numpy picks other kernels).
 """
 
 import json
@@ -31,7 +34,7 @@ def golden():
 
 
 @pytest.mark.parametrize("task", ["cup", "tape", "pen"])
-def test_shipped_task_files_bit_identical_to_main(small_scene, golden, task):
+def test_shipped_task_files_bit_identical_to_main(small_scene, golden, task, reference_numerics):
     rec = _recorder()
     env = gymnasium.make(bench.sim.ENV_IDS[task], scene=small_scene, obs_mode="state")
     assert env.unwrapped.task.source.endswith(f"task_files/{task}.json")
@@ -52,7 +55,8 @@ def test_shipped_task_files_bit_identical_to_main(small_scene, golden, task):
     assert got["digests"] == golden[f"{task}/expert/rgb"]["digests"]
 
 
-def test_file_path_gives_the_same_rollout_as_the_registry_name(small_scene, golden):
+def test_file_path_gives_the_same_rollout_as_the_registry_name(small_scene, golden,
+                                                              reference_numerics):
     rec = _recorder()
     path = Path(bench.sim.__file__).with_name("task_files") / "tape.json"
     env = bench.sim.make_env(str(path), small_scene, obs_mode="state")

@@ -1,8 +1,11 @@
 """Record the golden rollouts that the shipped Cup/Tape/Pen task files must reproduce bit-exactly.
 
-Run once at git main a3b63ea (hard-coded Cup/Tape/Pen TaskSpecs, before task files existed):
+Run on the code of git main a3b63ea (hard-coded Cup/Tape/Pen TaskSpecs, before task files
+existed), under the reference numerics that ``tests/conftest.py`` gives every test process:
 
-    MUJOCO_GL=egl PYTHONPATH=. python tests/bench/sim/golden/record_golden.py
+    git worktree add /tmp/a3b a3b63ea && cd /tmp/a3b
+    OPENBLAS_CORETYPE=Haswell NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR" \
+        MUJOCO_GL=egl PYTHONPATH=. python <this checkout>/tests/bench/sim/golden/record_golden.py
 
 It writes ``tasks_main_a3b63ea.json``: per task and policy, the full physical state digest per
 frame (sha256 of qpos, qvel, mocap, eq_active, time) and the per-frame state stream rows
