@@ -16,7 +16,8 @@ could never move a ranking. :class:`VisualServoPolicy` instead *looks*:
    (:class:`bench.policies.expert.ScriptedExpert`) in place of the true pose.
 
 While nothing is detected it flies to a survey pose above the near table edge,
-from which the whole initial-condition grid is in view. The estimate is
+turned to the table's yaw (whatever the task's home yaw), from which the whole
+initial-condition grid is in view. The estimate is
 refreshed at every query while the camera is high enough to see the object
 clear of the fingers (``update_min_height``) and frozen below it.
 
@@ -48,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.geometry import mat_to_rotvec, pose, quat_to_mat
+from bench.geometry import mat_to_rotvec, pose, quat_to_mat, wrap_angle
 from bench.policies.base import POLICIES
 from bench.policies.expert import ExpertConfig, ScriptedExpert
 from bench.sim.objects import Cylinder, Pen
@@ -321,17 +322,33 @@ class VisualServoPolicy(ScriptedExpert):
         sx, sy = self.visual.survey_xy
         return (self.world_from_table @ np.array([sx, sy, self.visual.survey_height, 1.0]))[:3]
 
+    def _survey_yaw(self, yaw: float) -> float:
+        """The survey's tool yaw: the table's, where the tilted lenses face the grid.
+
+        A task whose home turns the tool (Pen: 180 degrees) would otherwise look off the
+        table from the near edge. A difference below 1e-9 rad is round-off between the two
+        ways the yaw is computed: the current one is kept.
+        """
+        table_yaw = float(np.arctan2(self.world_from_table[1, 0], self.world_from_table[0, 0]))
+        turn = wrap_angle(table_yaw - yaw)
+        return yaw if abs(turn) < 1e-9 else yaw + turn
+
     def _at_survey(self, target: np.ndarray) -> bool:  # [4, 4] TCP target
-        return bool(np.linalg.norm(target[:3, 3] - self._survey_goal()) <= 0.01)
+        yaw = float(np.arctan2(target[1, 0], target[0, 0]))
+        return bool(np.linalg.norm(target[:3, 3] - self._survey_goal()) <= 0.01
+                    and abs(wrap_angle(self._survey_yaw(yaw) - yaw)) < 1e-3)
 
     def _survey_chunk(self, info: dict[str, Any]) -> np.ndarray:  # [C, 7] (or [7] per-step)
-        """Fly towards the survey pose (keeping the current yaw, fingers open)."""
+        """Fly towards the survey pose (turning to the survey yaw, fingers open)."""
         goal = self._survey_goal()
         target = np.asarray(info["tcp_target"], np.float64)
         yaw = float(np.arctan2(target[1, 0], target[0, 0]))
+        goal_yaw = self._survey_yaw(yaw)
         rows = []
         for _ in range(self.chunk_size):
-            step = self._step_towards(target[:3, 3], yaw, goal, yaw)
+            step = self._step_towards(target[:3, 3], yaw, goal, goal_yaw)
+            # the yaw _step_towards turned to (exactly the current one when goal_yaw is)
+            yaw += float(np.clip(wrap_angle(goal_yaw - yaw), -self.config.turn, self.config.turn))
             delta = np.linalg.inv(target) @ step
             rows.append(np.concatenate([delta[:3, 3], mat_to_rotvec(delta[:3, :3]),
                                         [self.max_opening]]))

@@ -107,6 +107,7 @@ def summary(task) -> dict:
         "success": {"rule": task.rule, "params": dict(task.rule_params)},
         "grasp_height_m": task.grasp_height, "time_limit_frames": task.max_frames,
         "chunking": {"chunk_size": task.chunk_size, "execute": task.execute},
+        "home_yaw_deg": task.home_yaw_deg,
     }
 
 

@@ -55,7 +55,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 RULES = ("place_in", "pick_up", "push_to")
 TOP_KEYS = {
     "format", "name", "instruction", "objects", "actor", "receptacle", "receptacle_pose",
-    "grid", "success", "grasp_height", "time_limit_frames", "chunking",
+    "grid", "success", "grasp_height", "time_limit_frames", "chunking", "home",
 }
 OBJECT_KEYS = {
     "shape", "mesh", "bundle_object", "scale", "origin", "collision", "texture", "mass",
@@ -514,6 +514,7 @@ def load_task_file(path: str | Path, *, bundle_root: str | Path | None = None):
     if execute > chunk_size:
         raise where.error("chunking.execute", f"{execute} exceeds chunk_size {chunk_size}",
                           "execute at most chunk_size rows")
+    home = _mapping(where, "home", data.get("home", {}), {"yaw_deg"})
     rec_xy = (_number(where, "receptacle_pose.x", pose.get("x", 0.0)),
               _number(where, "receptacle_pose.y", pose.get("y", 0.0)))
     task = TaskSpec(
@@ -529,6 +530,7 @@ def load_task_file(path: str | Path, *, bundle_root: str | Path | None = None):
         chunk_size=chunk_size,
         execute=execute,
         max_frames=_integer(where, "time_limit_frames", data.get("time_limit_frames", 600)),
+        home_yaw_deg=_number(where, "home.yaw_deg", home.get("yaw_deg", 0.0)),
         description=instruction,
         rule=rule,
         rule_params=params,

@@ -103,6 +103,9 @@ class TaskSpec:
         chunk_size: Actions a policy returns per query (YUBI: 32).
         execute: Actions executed per query (YUBI: 16 for Cup, 8 for Tape and Pen).
         max_frames: Time limit in 10 Hz control frames (YUBI: 600 = 1 min).
+        home_yaw_deg: Yaw of the tool at reset, degrees from the table's x axis (0: fingers
+            along x, the wrist cameras' forward tilt towards the table's +y; 180 turns them
+            towards -y, where Pen's pen lies).
         description: The language instruction (one line; also for ``--help`` and manifests).
         rule: Success rule / progress archetype: "place_in", "pick_up" or "push_to".
         rule_params: The rule's parameters from the task file (progress archetype keywords,
@@ -122,6 +125,7 @@ class TaskSpec:
     chunk_size: int = 32
     execute: int = 16
     max_frames: int = 600
+    home_yaw_deg: float = 0.0
     description: str = ""
     rule: str = "place_in"
     rule_params: Mapping[str, Any] = field(default_factory=dict)

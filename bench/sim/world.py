@@ -217,9 +217,13 @@ class World:
         return spec
 
     def home_pose(self) -> np.ndarray:  # [4, 4]
-        """TCP home: above the table centre, pointing down, fingers along the table's x axis."""
+        """TCP home: above the table centre, pointing down, fingers at the task's home yaw.
+
+        The yaw is the table's plus the task's ``home_yaw_deg`` (0 by default: fingers along
+        the table's x axis).
+        """
         centre = np.array([*self.table.center, self.table.height + HOME_HEIGHT])
-        return pose(top_down_mat(self.table.yaw), centre)
+        return pose(top_down_mat(self.table.yaw + np.deg2rad(self.task.home_yaw_deg)), centre)
 
     def _label_geoms(self) -> list[str]:
         """Contact label per geom: 'table', 'left_pad', 'right_pad', or its body name."""

@@ -158,7 +158,7 @@ def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
         assert data["recording"]["worlds"] == ["gt-duo", "gt-flat", "gt-g2"]
         assert len(data["sha256"]) == 64 and len(data["recording_sha256"]) == 64
         if name in bc.DAGGER_RECIPES:  # the fine-tuned last round of the DAgger recipe
-            dagger = bc.DAGGER_RECIPES[name]
+            dagger = bc.dagger_recipe(name, task)
             base = bc.recipe(dagger.base, task)
             assert bc.BCConfig.from_json(config) == dataclasses.replace(
                 bc.recipe(name, task), epochs=dagger.epochs, lr=dagger.lr,
@@ -230,6 +230,33 @@ def test_training_is_deterministic_both_ways() -> None:
     assert bc.weights_sha256(first) == bc.weights_sha256(second)
     assert bc.weights_sha256(first) != bc.weights_sha256(other)
     assert log["samples"] == 24 and len(log["losses"]) == 2
+
+
+def test_first_query_repeat_and_per_task_recipe_fields() -> None:
+    data = _tiny_dataset()
+    data["frame"] = np.tile(np.arange(6, dtype=np.int32), 4)  # 4 episodes of 6 queries
+    config = bc.BCConfig(task="pen", episodes=4, image_size=16, channels=(4, 8), hidden=16,
+                         epochs=2, batch_size=8, augment=False, horizon=8)
+    once_state, once = bc.train_policy(config, data, progress=False)
+    thrice_state, thrice = bc.train_policy(dataclasses.replace(config, first_query_repeat=3),
+                                           data, progress=False)
+    assert "drawn_per_epoch" not in once and thrice["drawn_per_epoch"] == 24 + 2 * 4
+    assert once["samples"] == thrice["samples"] == 24
+    assert bc.weights_sha256(once_state) != bc.weights_sha256(thrice_state)
+    again, _ = bc.train_policy(dataclasses.replace(config, first_query_repeat=3), data,
+                               progress=False)
+    assert bc.weights_sha256(again) == bc.weights_sha256(thrice_state)
+    pen, tape = bc.recipe("bc-aux", "pen"), bc.recipe("bc-aux", "tape")
+    assert (pen.first_query_repeat, tape.first_query_repeat) == (8, 1)
+    assert bc.recipe("bc-aux-dagger", "pen").first_query_repeat == 8
+    assert (bc.dagger_recipe("bc-aux-dagger", "pen").rounds,
+            bc.dagger_recipe("bc-aux-dagger", "tape").rounds) == (5, 2)
+    override = bc.TrainPoliciesConfig(dagger={"rounds": 1})
+    assert override.dagger_config("bc-aux-dagger", "pen").rounds == 1
+    assert "first_query_repeat" not in tape.to_json()  # configs of earlier weights unchanged
+    assert bc.BCConfig.from_json(pen.to_json()) == pen
+    with pytest.raises(ValueError, match="first_query_repeat"):
+        bc.BCConfig(first_query_repeat=0)
 
 
 def test_action_chunk_round_trip() -> None:

@@ -189,6 +189,8 @@ BAD_FIELDS = [
     (lambda d: d.update(grasp_height=-0.01), ">= 0"),
     (lambda d: d["receptacle_pose"].update(z=0.1), "unknown keys"),
     (lambda d: d.update(instruction=3), "must be a string"),
+    (lambda d: d.update(home={"yaw": 90}), "unknown keys"),
+    (lambda d: d.update(home={"yaw_deg": "back"}), "home.yaw_deg"),
 ]
 
 
@@ -391,3 +393,23 @@ def test_push_to_target_is_in_the_table_frame(tmp_path):
 
     spec = progress_spec(task, world_from_table=world_from_table)
     assert spec.name == "push_to(cube, [1, 0.6])"
+
+
+def test_home_yaw_turns_the_reset_pose_and_the_expert_still_succeeds(small_scene, tmp_path):
+    from bench.geometry import top_down_mat
+    from bench.sim import make_env
+
+    data = copy.deepcopy(BOX_TASK)
+    data["home"] = {"yaw_deg": 90.0}
+    task = load_task_file(write(tmp_path / "home.json", data))
+    assert task.home_yaw_deg == 90.0
+    assert load_task_file(write(tmp_path / "plain.json", BOX_TASK)).home_yaw_deg == 0.0
+    env = make_env(str(tmp_path / "home.json"), small_scene, obs_mode="state")
+    env.reset(seed=0)
+    world = env.unwrapped.world
+    np.testing.assert_array_equal(world.home[:3, :3], top_down_mat(world.table.yaw + np.pi / 2))
+    tcp = world.robot.tcp_pose(world.data)  # the reset puts the tool there
+    np.testing.assert_allclose(tcp[:3, :3], world.home[:3, :3], atol=1e-6)
+    _, info = run_expert(env, 0)
+    env.close()
+    assert info["success"]
