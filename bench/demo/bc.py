@@ -496,16 +496,15 @@ class DaggerConfig:
 DAGGER_RECIPES = {"bc-aux-dagger": DaggerConfig()}
 #: DAgger fields that differ for one task. Pen runs five rounds: its learner's own rollouts
 #: (conditions 6000+) succeeded 0, 3, 9, 16 and 42 times in 60 over rounds 0-4, where Tape's
-#: two rounds were enough (docs/demo-policies.md).
-TASK_DAGGER_FIELDS = {("bc-aux-dagger", "pen"): {"rounds": 5}}
+#: two rounds were enough (docs/demo-policies.md). Cup (trained after Pen) takes Pen's.
+TASK_DAGGER_FIELDS = {("bc-aux-dagger", "pen"): {"rounds": 5}, ("bc-aux-dagger", "cup"): {"rounds": 5}}
 
 
 def dagger_recipe(name: str, task: str) -> DaggerConfig:
     """The :class:`DaggerConfig` of DAgger recipe ``name`` on ``task``."""
     return dataclasses.replace(DAGGER_RECIPES[name], **TASK_DAGGER_FIELDS.get((name, task), {}))
-#: Tasks each recipe is trained and shipped for (default: all three). Not Cup: its pair is
-#: ``bc-large`` vs ``bc-large-exec16`` (docs/demo-policies.md).
-RECIPE_TASKS = {"bc-aux": ("tape", "pen"), "bc-aux-dagger": ("tape", "pen")}
+#: Tasks each recipe is trained and shipped for (default: all three).
+RECIPE_TASKS: dict[str, tuple[str, ...]] = {}
 ALL_RECIPES = (*POLICY_RECIPES, *DAGGER_RECIPES)
 
 
@@ -519,7 +518,9 @@ def recipe_tasks(name: str) -> tuple[str, ...]:
 #: auxiliary head localised the pen at the first query no better than the mean (9.0 vs 8.9 cm
 #: median on its own training episodes), while the same network trained on the first queries
 #: alone did to 1.2 cm on held-out episodes (docs/demo-policies.md).
-TASK_RECIPE_FIELDS = {("bc-aux", "pen"): {"first_query_repeat": 8}}
+#: Cup (trained after Pen) takes Pen's settings.
+TASK_RECIPE_FIELDS = {("bc-aux", "pen"): {"first_query_repeat": 8},
+                      ("bc-aux", "cup"): {"first_query_repeat": 8}}
 
 
 def recipe(name: str, task: str, **overrides: Any) -> BCConfig:

@@ -150,7 +150,7 @@ def add_train_policies_parser(subparsers: argparse._SubParsersAction) -> None:
         "train-policies", help="re-record the demonstrations and retrain the learned policies",
         description="Record the scripted expert's noisy demonstrations in the three "
         "ground-truth worlds and train the behaviour-cloned policies (bc-large, bc-small; "
-        "bc-aux and its DAgger rounds bc-aux-dagger for Tape and Pen) per task, "
+        "bc-aux and its DAgger rounds bc-aux-dagger) per task, "
         "deterministically and resumably stage by stage; writes OUT/demos/, "
         "OUT/policies/<name>/<task>/ (the layout of bench/demo/assets/policies), "
         "OUT/dagger/ (each DAgger round) and OUT/manifest.json. See docs/demo-policies.md.")
