@@ -186,8 +186,8 @@ def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
 
 
 def test_shipped_assets_stay_small() -> None:
-    # 12 weight files (4 recipes x 3 tasks) of 80k-109k parameters, 4.5 MB; the budget for every demo
-    # asset together is ~50 MB (the scenes and captures: test_demo_build.py)
+    # 12 weight files (4 recipes x 3 tasks) of 80k-109k parameters, 4.5 MB; the issue's
+    # budget for every demo asset together is ~50 MB (scenes and captures: test_demo_build.py)
     total = sum(p.stat().st_size for p in ASSETS.rglob("*") if p.is_file())
     assert 0 < total < 6e6
 
