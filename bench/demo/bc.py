@@ -504,6 +504,8 @@ TASK_DAGGER_FIELDS = {("bc-aux-dagger", "pen"): {"rounds": 5},
 def dagger_recipe(name: str, task: str) -> DaggerConfig:
     """The :class:`DaggerConfig` of DAgger recipe ``name`` on ``task``."""
     return dataclasses.replace(DAGGER_RECIPES[name], **TASK_DAGGER_FIELDS.get((name, task), {}))
+
+
 #: Tasks each recipe is trained and shipped for (default: all three).
 RECIPE_TASKS: dict[str, tuple[str, ...]] = {}
 ALL_RECIPES = (*POLICY_RECIPES, *DAGGER_RECIPES)
