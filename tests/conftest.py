@@ -74,7 +74,7 @@ def reference_numerics_active() -> tuple[bool, str]:
 
 @pytest.fixture
 def reference_numerics() -> None:
-    """Skip a float-golden test, with the reason, where the reference numerics are not in effect."""
+    """Gate a float golden: fail where the reference numerics could hold but do not; else skip."""
     active, why = reference_numerics_active()
     if active:
         return

@@ -187,9 +187,11 @@ class ScriptedExpert:
         offset = goal_xyz - xyz
         dist = float(np.linalg.norm(offset))
         new_xyz = goal_xyz if dist <= cfg.speed else xyz + offset / dist * cfg.speed
-        dyaw = wrap_angle(goal_yaw - yaw)
-        new_yaw = yaw + float(np.clip(dyaw, -cfg.turn, cfg.turn))
-        return pose(top_down_mat(new_yaw), new_xyz)
+        return pose(top_down_mat(self._turned(yaw, goal_yaw)), new_xyz)
+
+    def _turned(self, yaw: float, goal_yaw: float) -> float:
+        """The yaw one step turns to: towards ``goal_yaw`` by at most ``config.turn``."""
+        return yaw + float(np.clip(wrap_angle(goal_yaw - yaw), -self.config.turn, self.config.turn))
 
     # -- task geometry --------------------------------------------------------------------
     def _grasp_yaw(self, state: TaskState, current: float) -> float:

@@ -197,6 +197,7 @@ class VisualServoPolicy(ScriptedExpert):
         self.rest_height = shape.height / 2 if isinstance(shape, Cylinder) else shape.radius
         self.table = env.table
         self.world_from_table = env.world.world_from_table
+        self.table_yaw = float(np.arctan2(self.world_from_table[1, 0], self.world_from_table[0, 0]))
         self.receptacle = self._layout_pose(self.task.receptacle)
         # the calibrated wrist intrinsics (Kannala-Brandt, distortion included), as rendered
         self.wrist = wrist_camera_model(env.config)
@@ -206,8 +207,7 @@ class VisualServoPolicy(ScriptedExpert):
         """Where the task layout puts ``obj`` (the receptacle): its pose is known, never read."""
         rx, ry = self.task.receptacle_xy  # table frame
         pos = (self.world_from_table @ np.array([rx, ry, obj.resting_height(), 1.0]))[:3]
-        table_yaw = float(np.arctan2(self.world_from_table[1, 0], self.world_from_table[0, 0]))
-        yaw = np.deg2rad(self.task.receptacle_yaw_deg) + table_yaw
+        yaw = np.deg2rad(self.task.receptacle_yaw_deg) + self.table_yaw
         return ObjectState(pos=pos, quat=np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]))
 
     def reset(self, *, seed: int | None = None) -> None:
@@ -329,8 +329,7 @@ class VisualServoPolicy(ScriptedExpert):
         table from the near edge. A difference below 1e-9 rad is round-off between the two
         ways the yaw is computed: the current one is kept.
         """
-        table_yaw = float(np.arctan2(self.world_from_table[1, 0], self.world_from_table[0, 0]))
-        turn = wrap_angle(table_yaw - yaw)
+        turn = wrap_angle(self.table_yaw - yaw)
         return yaw if abs(turn) < 1e-9 else yaw + turn
 
     def _at_survey(self, target: np.ndarray) -> bool:  # [4, 4] TCP target
@@ -347,8 +346,7 @@ class VisualServoPolicy(ScriptedExpert):
         rows = []
         for _ in range(self.chunk_size):
             step = self._step_towards(target[:3, 3], yaw, goal, goal_yaw)
-            # the yaw _step_towards turned to (exactly the current one when goal_yaw is)
-            yaw += float(np.clip(wrap_angle(goal_yaw - yaw), -self.config.turn, self.config.turn))
+            yaw = self._turned(yaw, goal_yaw)  # the yaw step turned to
             delta = np.linalg.inv(target) @ step
             rows.append(np.concatenate([delta[:3, 3], mat_to_rotvec(delta[:3, :3]),
                                         [self.max_opening]]))
