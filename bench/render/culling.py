@@ -477,6 +477,7 @@ def render_runs(
     tile_size: int,
     original: np.ndarray | None,  # [rows] original index of each row (depth ties), or None
     projection: str | None = None,
+    key_bias=None,  # callable: [D] drawn rows -> [D] added to their depth-sort keys
 ):
     """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
 
@@ -523,6 +524,8 @@ def render_runs(
         keys, order = _sort_buffers(arr, num)
         order.numpy()[:num] = drawn
         np.take(arr.depth_np, drawn, out=keys.numpy()[:num])
+    if key_bias is not None and num:  # LOD: the sort order only, not the depths drawn
+        keys.numpy()[:num] += key_bias(order.numpy()[:num])
     if SORT == "native":
         wp.launch(wc._depth_sort_kernel, dim=1, device=wb.DEVICE,
                   inputs=[keys, order, num, _original_array(arr, original),

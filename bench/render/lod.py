@@ -7,8 +7,9 @@ Hierarchy (built once per splats object, on top of the block index of
 :mod:`bench.render.culling`, cached with it): every block is the root of a 4-ary tree.
 Each level cuts every node in two twice, at the median of the feature its members
 spread most in (position, and the surface normal scaled by :data:`NORMAL_SCALE`, so a
-node stops growing across a wall meeting the floor); the last level is single
-Gaussians. Every node with more than one member is merged into one Gaussian by moment
+node stops growing across a wall meeting the floor), or, where its members lie in two
+layers along its thinnest axis (a light panel 1 cm under the ceiling), at the gap
+between the layers (:func:`layer_cuts`); the last level is single Gaussians. Every node with more than one member is merged into one Gaussian by moment
 matching (weights ``w = opacity x area``, area = pi x product of the two largest
 standard deviations), straight from its members:
 
@@ -24,7 +25,9 @@ Per frame (:func:`choose_rows`) the tree is cut top-down from the visible blocks
 node is drawn merged when its own largest standard deviation, projected at its block's
 distance, is at most ``pixel_size`` pixels (inflated by the node's colour spread over
 ``colour_tolerance``); else its children are tested; single Gaussians are drawn as they
-are. The originals (tree order) and the merged pool sit in one set of device arrays
+are. Merged nodes on the far side of a layered cut, seen from the camera, are sorted
+behind the near layer (:func:`far_layer_bias`). The originals (tree order) and the
+merged pool sit in one set of device arrays
 (uploaded once per scene), so a frame is a list of rows of it, rendered by the exact
 path's driver (:func:`bench.render.culling.render_runs`). With a tiny ``pixel_size``
 every original is drawn and the image equals the exact one bit for bit.
@@ -43,8 +46,11 @@ from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 
 SPLITS_PER_LEVEL = 2  # binary median splits between two levels: 4 children per node
-HIERARCHY = "kd-moment/2"  # id of the hierarchy written into manifests
+HIERARCHY = "kd-moment-layers/3"  # id of the hierarchy written into manifests
 NORMAL_SCALE = 0.1  # metres one unit of normal counts as when the tree picks a split feature
+LAYER_MIN_MEMBERS = 8  # members a node needs before the tree looks for two layers in it
+LAYER_GAP = 3.0  # gap along a node's thin axis / its two sides' summed stds: two layers
+LAYER_BIAS = 6.0  # far layer's sort-key push, in lateral standard deviations of its node
 _CHUNK = 262_144  # Gaussians merged per pass (whole blocks; bounds temporary memory)
 
 
@@ -77,7 +83,8 @@ class LodConfig:
     def to_json(self) -> dict:
         """This config as a JSON-ready dict (``mode``, ``hierarchy`` and its fields)."""
         return {"mode": "lod", "hierarchy": HIERARCHY, "branching": 2 ** SPLITS_PER_LEVEL,
-                "normal_scale": NORMAL_SCALE, "footprint_area": FOOTPRINT_AREA, **asdict(self)}
+                "normal_scale": NORMAL_SCALE, "footprint_area": FOOTPRINT_AREA,
+                "layer_gap": LAYER_GAP, "layer_bias": LAYER_BIAS, **asdict(self)}
 
 
 @dataclass(frozen=True)
@@ -100,12 +107,19 @@ class LodHierarchy:
         node_block: [sum K_k] block of each node.
         node_sigma: [sum K_k] largest standard deviation of the node's Gaussian (0 for
             single Gaussians: never merged).
+        node_mixed: [sum K_k] the node's members lie in two layers (a layered cut split it
+            or one of its halves): never drawn merged, its children are.
         node_colour_std: [sum K_k] weighted standard deviation of the members' rgb (0 for
             single Gaussians).
         merged: the merged Gaussians of every node with more than one member (opacity
             clipped to what the storage form holds).
         merged_opacity: [P] their effective opacity (:func:`coverage_opacity`; may exceed
             1), the value the renderer uses.
+        merged_layer: [P] the layered split (:func:`layer_cuts`) nearest above each merged
+            Gaussian, -1 for none; ``merged_side`` [P] its side of that split's gap;
+            ``merged_covered`` [P] its centre lies in the other side's box.
+        layer_mean, layer_thin: [Q, 3] every layered split's mean and thin axis;
+            ``layer_gap`` [Q] its gap along the axis, ``layer_spread`` [Q] its lateral std.
     """
 
     order: np.ndarray
@@ -116,9 +130,17 @@ class LodHierarchy:
     node_row: np.ndarray
     node_block: np.ndarray
     node_sigma: np.ndarray
+    node_mixed: np.ndarray
     node_colour_std: np.ndarray
     merged: GaussianSplats
     merged_opacity: np.ndarray
+    merged_layer: np.ndarray
+    merged_side: np.ndarray
+    merged_covered: np.ndarray
+    layer_mean: np.ndarray
+    layer_thin: np.ndarray
+    layer_gap: np.ndarray
+    layer_spread: np.ndarray
 
 
 _HIERARCHY: weakref.WeakKeyDictionary[GaussianSplats, LodHierarchy] = weakref.WeakKeyDictionary()
@@ -150,6 +172,13 @@ def median_split(features: np.ndarray, order: np.ndarray,  # [N, F], [M] rows of
     is sorted (stably) along the feature where its members spread most and cut after
     ``n // 2`` members. Returns the reordered rows and the new segment starts.
     """
+    order, cut = _median_order(features, order, starts)
+    return order, np.union1d(starts, cut[np.diff(starts) > 1])
+
+
+def _median_order(features: np.ndarray, order: np.ndarray,
+                  starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [M], [K]
+    """:func:`median_split`'s reordered rows and each segment's cut position."""
     sizes = np.diff(starts)
     seg = np.repeat(np.arange(len(sizes)), sizes)
     pts = features[order]
@@ -160,13 +189,141 @@ def median_split(features: np.ndarray, order: np.ndarray,  # [N, F], [M] rows of
     rel = (pts[np.arange(len(order)), axis[seg]] - lo[seg, axis[seg]]) / span[seg]
     key = seg + 0.5 * np.clip(rel, 0.0, 1.0)  # segments stay apart, sorted inside
     perm = np.argsort(key, kind="stable")
-    cut = starts[:-1][sizes > 1] + sizes[sizes > 1] // 2
-    return order[perm], np.union1d(starts, cut)
+    return order[perm], starts[:-1] + sizes // 2
+
+
+@dataclass(frozen=True)
+class LayerCuts:
+    """Segments whose members lie in two separate layers (see :func:`layer_cuts`).
+
+    Attributes:
+        segments: [Q] ids of the layered segments.
+        positions: [R] positions in ``order`` of their members; ``rows`` their rows
+            sorted along each segment's thin axis (segment by segment).
+        owner: [R] index into ``segments`` of each member's segment.
+        side: [R] -1 for members before the largest gap, +1 after it.
+        cut: [Q] position in ``order`` of each segment's first member after the gap.
+        mean, thin: [Q, 3] each segment's mean and unit thin axis (the layers' normal).
+        gap: [Q] coordinate along ``thin`` (from ``mean``) of the gap's middle.
+        spread: [Q] lateral standard deviation (the two larger axes together).
+        box_lo, box_hi: [Q, 2, 3] bounding box of each side's member centres (side -1
+            first).
+    """
+
+    segments: np.ndarray
+    positions: np.ndarray
+    rows: np.ndarray
+    owner: np.ndarray
+    side: np.ndarray
+    cut: np.ndarray
+    mean: np.ndarray
+    thin: np.ndarray
+    gap: np.ndarray
+    spread: np.ndarray
+    box_lo: np.ndarray
+    box_hi: np.ndarray
+
+
+def layer_cuts(points: np.ndarray, order: np.ndarray,  # [N, 7] split features; [M]
+               starts: np.ndarray) -> LayerCuts | None:  # [K + 1]
+    """Segments whose members form two layers along their thinnest axis, or None.
+
+    ``points`` are :func:`split_features` (position, scaled normal, thickness). A segment of at
+    least :data:`LAYER_MIN_MEMBERS` members whose normals agree (their mean keeps 90 % of
+    their length) is layered when the largest gap between its members' coordinates along
+    their mean normal is more
+    than :data:`LAYER_GAP` times the summed standard deviations of the two sides (each
+    side at least 2 members) and than its members' mean thickness (smallest std): a
+    light panel or a poster 1 cm in
+    front of a wall, a table top above the floor. Moment matching would average the
+    layers' colours into one Gaussian (a grey panel), so such a segment is cut at the gap
+    instead of at its median.
+    """
+    sizes = np.diff(starts)
+    big = np.flatnonzero(sizes >= LAYER_MIN_MEMBERS)
+    if len(big) == 0:
+        return None
+    counts = sizes[big]
+    positions = culling._concat_ranges(np.stack([starts[big], starts[big + 1]], axis=1))
+    sub = np.r_[0, np.cumsum(counts)[:-1]]
+    seg = np.repeat(np.arange(len(big)), counts)
+    p = points[order[positions], :3].astype(np.float64)
+    mean = np.add.reduceat(p, sub, axis=0) / counts[:, None]
+    d = p - mean[seg]
+    cov = np.add.reduceat(d[:, :, None] * d[:, None, :], sub, axis=0) / counts[:, None, None]
+    lam = np.linalg.eigvalsh(cov)
+    # The thin axis is the members' mean normal: the covariance's own thin axis tilts
+    # where a panel covers part of the node (position and layer correlate there).
+    unit = points[order[positions], 3:6].astype(np.float64)
+    unit /= np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-30)
+    normal = np.add.reduceat(unit, sub, axis=0)
+    length = np.linalg.norm(normal, axis=1)
+    thin = normal / np.maximum(length, 1e-30)[:, None]
+    aligned = length > 0.9 * counts  # one orientation (not a corner or a sphere)
+    t = np.einsum("ij,ij->i", d, thin[seg])
+    perm = np.lexsort((t, seg))
+    ts = t[perm]
+    last = np.r_[sub[1:], len(ts)] - 1
+    gap = np.r_[np.diff(ts), 0.0]
+    gap[last] = 0.0  # no gap across segments
+    widest = np.maximum.reduceat(gap, sub)
+    at = np.where(gap == widest[seg], np.arange(len(ts)), len(ts))
+    first_all = np.minimum.reduceat(at, sub)  # last member before each widest gap
+    # Thickness of the two sides: their standard deviations along the thin axis.
+    c1, c2 = np.r_[0.0, np.cumsum(ts)], np.r_[0.0, np.cumsum(ts * ts)]
+    ends = np.r_[sub[1:], len(ts)]
+
+    def side_std(lo, hi):
+        n = np.maximum(hi - lo, 1)
+        mean = (c1[hi] - c1[lo]) / n
+        return np.sqrt(np.maximum((c2[hi] - c2[lo]) / n - mean * mean, 0.0))
+
+    thickness = side_std(sub, first_all + 1) + side_std(first_all + 1, ends)
+    # and wider than the members are thick (noise inside one surface is not a gap)
+    own = np.add.reduceat(points[order[positions], 6].astype(np.float64), sub) / counts
+    layered = aligned & (widest > LAYER_GAP * thickness) & (widest > LAYER_GAP * own) \
+        & (np.minimum(first_all + 1 - sub, ends - first_all - 1) >= 2)
+    if not layered.any():
+        return None
+    first = first_all[layered]
+    keep = layered[seg]
+    owner = (np.cumsum(layered) - 1)[seg[keep]]
+    before = (np.arange(len(ts)) - sub[seg])[keep] <= (first - sub[layered])[owner]
+    sides = p[perm][keep]  # layered members, sorted along the axis segment by segment
+    side_start = np.r_[0, np.cumsum(counts[layered])[:-1]]
+    bounds = np.stack([side_start, side_start + (first - sub[layered]) + 1], axis=1).ravel()
+    return LayerCuts(
+        box_lo=np.minimum.reduceat(sides, bounds, axis=0).reshape(-1, 2, 3),
+        box_hi=np.maximum.reduceat(sides, bounds, axis=0).reshape(-1, 2, 3),
+        segments=big[layered], positions=positions[keep], rows=order[positions[perm]][keep],
+        owner=owner,
+        side=np.where(before, -1, 1).astype(np.int8),
+        cut=starts[big[layered]] + (first - sub[layered]) + 1, mean=mean[layered],
+        thin=thin[layered], gap=0.5 * (ts[first] + ts[first + 1]),
+        spread=np.sqrt(lam[layered, 1] + lam[layered, 2]))
+
+
+def split_segments(features: np.ndarray, order: np.ndarray,  # [N, F], [M]
+                   starts: np.ndarray):  # [K + 1]
+    """One split of the tree: layered segments at their gap, the others at the median.
+
+    Returns the reordered rows, the new segment starts and the :class:`LayerCuts` (or
+    None).
+    """
+    order, cut = _median_order(features[:, :6], order, starts)
+    layers = layer_cuts(features, order, starts)
+    if layers is not None:
+        order[layers.positions] = layers.rows
+        cut[layers.segments] = layers.cut
+    return order, np.union1d(starts, cut[np.diff(starts) > 1]), layers
 
 
 def split_features(splats: GaussianSplats, *,
-                   normal_scale: float) -> np.ndarray:  # [N, 6] float32
-    """Position and scaled normal of every Gaussian (the tree's split space).
+                   normal_scale: float) -> np.ndarray:  # [N, 7] float32
+    """Position, scaled normal and thickness of every Gaussian (the tree's split space).
+
+    The first six columns are what median cuts choose from; the seventh, the smallest
+    standard deviation, is only read by :func:`layer_cuts`.
 
     The normal is the axis of the smallest scale, its sign fixed so that its largest
     component is positive; ``normal_scale`` is the metres one unit of normal counts as,
@@ -178,7 +335,7 @@ def split_features(splats: GaussianSplats, *,
     """
     from bench.render.warp_backend import _quat_to_rotmat
 
-    out = np.empty((splats.num, 6), np.float32)
+    out = np.empty((splats.num, 7), np.float32)
     for start in range(0, splats.num, _CHUNK):
         rows = slice(start, start + _CHUNK)
         q = splats.quats[rows].astype(np.float64)
@@ -188,7 +345,8 @@ def split_features(splats: GaussianSplats, *,
         big = np.argmax(np.abs(normal), axis=1)
         normal *= np.sign(normal[np.arange(len(big)), big])[:, None]
         out[rows, :3] = splats.means[rows]
-        out[rows, 3:] = normal_scale * normal
+        out[rows, 3:6] = normal_scale * normal
+        out[rows, 6] = np.exp(splats.log_scales[rows].min(axis=1))
     return out
 
 
@@ -272,15 +430,33 @@ def coverage_opacity(absorb: np.ndarray, s1s2: np.ndarray, *,  # [P], [P] -> [P]
 
 
 def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodHierarchy:
-    """Split every block into a 4-ary tree of median cuts and merge each node (module doc)."""
+    """Split every block into a 4-ary tree of median / layer cuts, merge each node (module doc)."""
     m = len(index.order)
     features = split_features(splats, normal_scale=NORMAL_SCALE)
     order, starts = index.order.copy(), index.block_start.astype(np.int64)
     level_start = [starts]
+    # Per original: the latest layered split above it and its side (-1 / +1) of the gap.
+    layer_of = np.full(splats.num, -1, np.int32)
+    side_of = np.zeros(splats.num, np.int8)
+    node_layer, node_side, cuts = [layer_of[order[starts[:-1]]]], [side_of[order[starts[:-1]]]], []
+    node_mixed = []  # per level: nodes whose members lie in two layers (never drawn merged)
     while len(starts) - 1 < m:  # until every node is a single Gaussian
+        parent = starts
+        mixed = np.zeros(len(parent) - 1, bool)
         for _ in range(SPLITS_PER_LEVEL):
-            order, starts = median_split(features, order, starts)
+            segment_start = starts[:-1]
+            order, starts, layers = split_segments(features, order, starts)
+            if layers is not None:
+                mixed[np.searchsorted(parent, segment_start[layers.segments], side="right")
+                      - 1] = True
+                layer_of[layers.rows] = sum(len(c[0]) for c in cuts) + layers.owner
+                side_of[layers.rows] = layers.side
+                cuts.append((layers.mean, layers.thin, layers.gap, layers.spread,
+                             layers.box_lo, layers.box_hi))
+        node_mixed.append(mixed)
         level_start.append(starts)
+        node_layer.append(layer_of[order[starts[:-1]]])
+        node_side.append(side_of[order[starts[:-1]]])
     # Merge every node with more than one member, straight from its originals.
     multi = [np.flatnonzero(np.diff(s) > 1) for s in level_start]
     parts = [[] for _ in level_start]
@@ -324,12 +500,35 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
         ids = slice(level_offset[k], level_offset[k + 1])
         child_lo[ids] = level_offset[k + 1] + np.searchsorted(nxt, s[:-1])
         child_hi[ids] = level_offset[k + 1] + np.searchsorted(nxt, s[1:])
+    layer_field = [np.concatenate([c[i] for c in cuts]) if cuts
+                   else np.zeros([(0, 3), (0, 3), 0, 0, (0, 2, 3), (0, 2, 3)][i])
+                   for i in range(6)]
+    merged_layer = np.concatenate(node_layer)[merged_ids].astype(np.int32)
+    merged_side = np.concatenate(node_side)[merged_ids].astype(np.int8)
+    # A far-side node is pushed back only where the other side lies over it (its centre
+    # within one of its own stds of that side's box), not beside a panel, where the
+    # panel's rim would win.
+    covered = np.zeros(len(merged_ids), bool)
+    has = np.flatnonzero(merged_layer >= 0)
+    if len(has):
+        q, other = merged_layer[has], (merged_side[has] < 0).astype(np.int64)
+        lo, hi, thin = layer_field[4][q, other], layer_field[5][q, other], layer_field[1][q]
+        centre = pool.means[has].astype(np.float64)
+        middle = 0.5 * (lo + hi)  # the centre moved onto the other side's plane
+        centre -= thin * np.einsum("ij,ij->i", centre - middle, thin)[:, None]
+        reach = np.concatenate(sigma)[has, None] if sigma else 0.0  # node's largest std
+        covered[has] = ((centre >= lo - reach) & (centre <= hi + reach)).all(axis=1)
     return LodHierarchy(order=order, level_start=tuple(level_start), level_offset=level_offset,
                         child_lo=child_lo, child_hi=child_hi, node_row=node_row,
                         node_block=node_block, node_sigma=node_sigma,
+                        node_mixed=np.concatenate([*node_mixed, np.zeros(len(starts) - 1, bool)]),
                         node_colour_std=node_colour_std, merged=pool,
                         merged_opacity=np.concatenate(opacity).astype(np.float32) if opacity
-                        else np.zeros(0, np.float32))
+                        else np.zeros(0, np.float32),
+                        merged_layer=merged_layer, merged_side=merged_side,
+                        merged_covered=covered,
+                        layer_mean=layer_field[0], layer_thin=layer_field[1],
+                        layer_gap=layer_field[2], layer_spread=layer_field[3])
 
 
 def block_magnification(index: culling.SpatialIndex, camera: Camera,
@@ -363,7 +562,8 @@ def choose_rows(index: culling.SpatialIndex, hierarchy: LodHierarchy, camera: Ca
     deviation, times its block's magnification (:func:`block_magnification`) and
     times ``max(1, colour std / colour_tolerance)`` (a node of mixed colours counts as
     bigger: its blur shows), is at most ``pixel_size`` pixels; else its children are
-    tested. Single Gaussians are always drawn as they are.
+    tested. A node whose members lie in two layers is never drawn merged (its colour
+    would mix them). Single Gaussians are always drawn as they are.
     """
     h = hierarchy
     scale = np.zeros(index.num_blocks)
@@ -374,12 +574,40 @@ def choose_rows(index: culling.SpatialIndex, hierarchy: LodHierarchy, camera: Ca
         px = h.node_sigma[frontier] * scale[h.node_block[frontier]]
         if config.colour_tolerance is not None:
             px *= np.maximum(1.0, h.node_colour_std[frontier] / config.colour_tolerance)
-        draw = px <= config.pixel_size  # single Gaussians have sigma 0
+        draw = (px <= config.pixel_size) & ~h.node_mixed[frontier]  # singles: sigma 0
         rows.append(h.node_row[frontier[draw]])
         split = frontier[~draw]
         frontier = culling._concat_ranges(np.stack([h.child_lo[split], h.child_hi[split]],
                                                    axis=1))
     return np.sort(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
+
+
+def far_layer_bias(hierarchy: LodHierarchy, camera: Camera,
+                   rows: np.ndarray) -> np.ndarray:  # [R] device rows -> [R] float32 metres
+    """Depth-sort push of each drawn row: the merged nodes on a layered split's far side.
+
+    Gaussians are blended in the order of their centres' distance, which for two merged
+    layers 1 cm apart but centimetres wide is a coin toss per pair (a ceiling node drawn
+    over the light panel in front of it). A merged node whose nearest layered split
+    (:func:`layer_cuts`) has the camera on the other side of the gap is pushed back by
+    :data:`LAYER_BIAS` times that split's lateral std, behind the near layer's nodes,
+    where the near side lies over it (``merged_covered``).
+    Originals are never pushed (a tiny ``pixel_size`` stays the exact image).
+    """
+    h, m = hierarchy, len(hierarchy.order)
+    bias = np.zeros(len(rows), np.float32)
+    merged = rows >= m
+    layer = np.full(len(rows), -1, np.int32)
+    layer[merged] = h.merged_layer[rows[merged] - m]
+    hit = np.flatnonzero(layer >= 0)
+    if len(hit):
+        q = layer[hit]
+        offset = np.einsum("ij,ij->i", camera.position[None, :] - h.layer_mean[q],
+                           h.layer_thin[q]) - h.layer_gap[q]
+        far = (np.sign(offset) * h.merged_side[rows[hit] - m] < 0) \
+            & h.merged_covered[rows[hit] - m]
+        bias[hit[far]] = LAYER_BIAS * h.layer_spread[q[far]]
+    return bias
 
 
 _FIELDS = ("means", "cov_a", "cov_b", "opacity", "sh")  # the per-Gaussian device inputs
@@ -448,4 +676,5 @@ def render_cpu_lod(
     rows = choose_rows(index, hierarchy, camera, culling.visible_blocks(index, camera), config)
     return culling.render_runs(buffers.arrays, rows_to_runs(rows), camera, degree=degree,
                                background=background, occluder_depth=occluder_depth,
-                               tile_size=tile_size, original=buffers.original)
+                               tile_size=tile_size, original=buffers.original,
+                               key_bias=lambda drawn: far_layer_bias(hierarchy, camera, drawn))
