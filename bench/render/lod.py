@@ -8,10 +8,11 @@ Hierarchy (built once per splats object, on top of the block index of
 Each level cuts every node in two twice, at the median of the feature its members
 spread most in (position, and the surface normal scaled by :data:`NORMAL_SCALE`, so a
 node stops growing across a wall meeting the floor), or, where its members lie in two
-layers along its thinnest axis (a light panel 1 cm under the ceiling), at the gap
-between the layers (:func:`layer_cuts`); the last level is single Gaussians. Every node with more than one member is merged into one Gaussian by moment
-matching (weights ``w = opacity x area``, area = pi x product of the two largest
-standard deviations), straight from its members:
+layers along their mean normal (a light panel 1 cm under the ceiling), at the gap
+between the layers (:func:`layer_cuts`); the last level is single Gaussians. Every node
+with more than one member is merged into one Gaussian by moment matching (weights
+``w = opacity x area``, area = pi x product of the two largest standard deviations),
+straight from its members:
 
 - mean = weighted mean of the means;
 - covariance = weighted mean of ``Sigma_i + (mu_i - mu)(mu_i - mu)^T``;

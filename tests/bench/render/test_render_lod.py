@@ -19,7 +19,8 @@ from bench.render import culling as C
 from bench.render import lod as L
 from bench.render.lod import _covariances
 from bench.scene.bundle import save_scene
-from bench.scene.cameras import Camera, orbit
+from bench.scene.cameras import Camera, look_at, orbit
+from bench.scene.gaussians import SH_C0, GaussianSplats
 from bench.scene.sample import make_sample_scene, sample_background
 
 
@@ -237,9 +238,9 @@ def panel_scene():
     pts = two_layers(rng, n_back, n_front).astype(np.float32)
     n = len(pts)
     rgb = np.r_[np.full((n_back, 3), 0.3), np.full((n_front, 3), 0.9)]
-    spacing = np.r_[np.full(n_back, 1.0 / np.sqrt(n_back)), np.full(n_front, 0.4 / np.sqrt(n_front))]
+    spacing = np.r_[np.full(n_back, 1.0 / np.sqrt(n_back)),
+                    np.full(n_front, 0.4 / np.sqrt(n_front))]
     log_scales = np.log(np.c_[spacing, spacing, np.full(n, 1e-3)]).astype(np.float32)
-    from bench.scene.gaussians import SH_C0, GaussianSplats
 
     return GaussianSplats(
         means=pts, quats=np.tile(np.float32([1, 0, 0, 0]), (n, 1)), log_scales=log_scales,
@@ -286,6 +287,4 @@ def test_a_panel_in_front_of_a_wall_keeps_its_colour_at_a_coarse_cut():
 
 
 def look_from(eye):
-    from bench.scene.cameras import look_at
-
     return look_at(eye, (0.0, 0.0, 0.0))
