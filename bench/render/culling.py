@@ -407,19 +407,33 @@ def _project_rows(arr, rows, shared: list, tile_count, *, num: int | None = None
     )
 
 
-def _project_simd(arr, runs: np.ndarray, shared: list, tile_count):
+def _project_simd(arr, runs: np.ndarray, shared: list, tile_count, *, gather: bool = False):
     """Project ``runs`` with the SIMD kernel; lanes it defers go to the scalar kernel.
 
-    Returns the depth-sort buffers (keys, row ids) holding the ``num`` drawn rows (the
-    kernel appends them as it goes; the deferred ones follow), and ``num``.
+    ``gather``: the rows of ``runs`` are projected 8 per chunk from a row list (for many
+    short runs, such as a level-of-detail cut: full chunks instead of one per run), else
+    as chunks of consecutive rows. Returns the depth-sort buffers (keys, row ids) holding
+    the ``num`` drawn rows (the kernel appends them as it goes; the deferred ones
+    follow), and ``num``.
     """
     import warp as wp
 
     from bench.render import warp_backend as wb
     from bench.render import warp_culled as wc
 
-    start, length = chunks_of_runs(runs)
-    keys, order = _sort_buffers(arr, int((runs[:, 1] - runs[:, 0]).sum()))
+    total = int((runs[:, 1] - runs[:, 0]).sum())
+    if gather:
+        row_list = wp.array(_concat_ranges(runs).astype(np.int32), dtype=wp.int32,
+                            device=wb.DEVICE)
+        start = np.arange(0, total, CHUNK, dtype=np.int32)
+        length = np.minimum(CHUNK, total - start).astype(np.int32)
+    else:
+        row_list = _NO_ROWS.get(wb.DEVICE)
+        if row_list is None:
+            row_list = _NO_ROWS.setdefault(wb.DEVICE,
+                                           wp.zeros(1, dtype=wp.int32, device=wb.DEVICE))
+        start, length = chunks_of_runs(runs)
+    keys, order = _sort_buffers(arr, total)
     deferred = getattr(arr, "_deferred", None)
     if deferred is None:
         deferred = (wp.zeros(arr.num, dtype=wp.int32, device=wb.DEVICE),
@@ -433,7 +447,8 @@ def _project_simd(arr, runs: np.ndarray, shared: list, tile_count):
     wp.launch(
         wc._project_simd_kernel, dim=len(start), device=wb.DEVICE,
         inputs=[wp.array(start, dtype=wp.int32, device=wb.DEVICE),
-                wp.array(length, dtype=wp.int32, device=wb.DEVICE), arr.means, arr.cov_a,
+                wp.array(length, dtype=wp.int32, device=wb.DEVICE), row_list, int(gather),
+                arr.means, arr.cov_a,
                 arr.cov_b, arr.opacity, _levels(arr), arr.sh, arr.sh.shape[1], *shared,
                 arr.record, arr.rect, arr.touched, tile_count, rows, counts, keys, order],
     )
@@ -447,6 +462,9 @@ def _project_simd(arr, runs: np.ndarray, shared: list, tile_count):
         keys.numpy()[num:num + len(late)] = arr.depth_np[late]
         num += len(late)
     return keys, order, num
+
+
+_NO_ROWS: dict = {}  # device -> a 1-entry row list for the consecutive-rows mode
 
 
 def _original_array(arr, original: np.ndarray | None):
@@ -478,12 +496,15 @@ def render_runs(
     original: np.ndarray | None,  # [rows] original index of each row (depth ties), or None
     projection: str | None = None,
     key_bias=None,  # callable: [D] drawn rows -> [D] added to their depth-sort keys
+    gather: bool = False,
 ):
     """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
 
     The host side of ``warp_backend.render_cpu`` with the projection restricted to
     ranges, with the tight-tile-list kernels of :mod:`bench.render.warp_culled` (same
-    float operations; same image bit for bit).
+    float operations; same image bit for bit). ``gather`` projects the rows 8 per SIMD
+    chunk from a row list (many short runs; needs ``original`` so that depth ties do not
+    depend on the order the chunks append rows in).
     """
     import warp as wp
 
@@ -513,7 +534,7 @@ def render_runs(
     if arr.record is None:  # pragma: no cover - a caller's bug, not the user's
         raise RuntimeError("render_runs needs _SplatArrays(..., packed=True)")
     if projection == "simd":
-        keys, order, num = _project_simd(arr, runs, shared, tile_count)
+        keys, order, num = _project_simd(arr, runs, shared, tile_count, gather=gather)
         if original is None:  # rows were appended out of order: ties by row, as listed
             original = np.arange(arr.num)
     else:  # today's arithmetic, one launch over the rows of every run

@@ -678,4 +678,5 @@ def render_cpu_lod(
     return culling.render_runs(buffers.arrays, rows_to_runs(rows), camera, degree=degree,
                                background=background, occluder_depth=occluder_depth,
                                tile_size=tile_size, original=buffers.original,
-                               key_bias=lambda drawn: far_layer_bias(hierarchy, camera, drawn))
+                               key_bias=lambda drawn: far_layer_bias(hierarchy, camera, drawn),
+                               gather=True)

@@ -241,10 +241,13 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
     };
     const int g0 = chunk_start.data[chunk];
     const int n = chunk_len.data[chunk];
+    // gathered: the chunk is 8 entries of the row list ``rows`` (a frame's LOD cut), else
+    // 8 consecutive rows; the arithmetic per row is the same either way.
+    auto row_of = [&](const int i) -> int { return gathered ? rows.data[i] : i; };
     alignas(32) float P0[8], P1[8], P2[8], DEPTH[8], CA0[8], CA1[8], CA2[8], CB0[8], CB1[8],
         CB2[8], LEVEL[8];
     for (int l = 0; l < 8; ++l) {
-        const int g = g0 + (l < n ? l : 0);  // padding lanes repeat the first row (discarded)
+        const int g = row_of(g0 + (l < n ? l : 0));  // padding lanes repeat the first row
         // The depth key with warp_backend's own operations (bit-identical): rot * mean + trans.
         const wp::vec3 p = wp::add(wp::mul(rot, means.data[g]), trans);
         P0[l] = p[0]; P1[l] = p[1]; P2[l] = p[2];
@@ -375,7 +378,7 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
     const v8i tx0 = tile_of(px_lo), tx1 = tile_of(px_hi - 1) + 1;
     const v8i ty0 = tile_of(py_lo), ty1 = tile_of(py_hi - 1) + 1;
     for (int l = 0; l < n; ++l) {
-        const int g = g0 + l;
+        const int g = row_of(g0 + l);
         out_touched.data[g] = 0;
         if (defer[l]) {
             deferred.data[counts.data[0]++] = g;
@@ -430,6 +433,8 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
 def _project_chunk(
     chunk_start: wp.array(dtype=wp.int32),
     chunk_len: wp.array(dtype=wp.int32),
+    rows: wp.array(dtype=wp.int32),
+    gathered: int,
     means: wp.array(dtype=wp.vec3),
     cov_a: wp.array(dtype=wp.vec3),
     cov_b: wp.array(dtype=wp.vec3),
@@ -465,8 +470,10 @@ def _project_chunk(
 
 @wp.kernel
 def _project_simd_kernel(
-    chunk_start: wp.array(dtype=wp.int32),  # [C] first row of each chunk of <= 8 rows
+    chunk_start: wp.array(dtype=wp.int32),  # [C] first row (gathered: entry of rows) per chunk
     chunk_len: wp.array(dtype=wp.int32),  # [C] rows in the chunk (1..8)
+    rows: wp.array(dtype=wp.int32),  # gathered: [R] the rows to project, else unused
+    gathered: int,
     means: wp.array(dtype=wp.vec3),
     cov_a: wp.array(dtype=wp.vec3),
     cov_b: wp.array(dtype=wp.vec3),
@@ -498,10 +505,10 @@ def _project_simd_kernel(
     sort_rows: wp.array(dtype=wp.int32),  # [>= drawn] their rows
 ):
     """Project 8 rows per thread in clang vector types (see PROJECT_CHUNK_SNIPPET)."""
-    _project_chunk(chunk_start, chunk_len, means, cov_a, cov_b, opacity, level, sh, sh_row,
-                   degree, rot, trans, centre, model, intr, dist, lim, max_theta, width, height,
-                   tile_size, tiles_x, tiles_y, record, out_rect, out_touched, tile_count,
-                   deferred, counts, sort_keys, sort_rows, wp.tid())
+    _project_chunk(chunk_start, chunk_len, rows, gathered, means, cov_a, cov_b, opacity, level,
+                   sh, sh_row, degree, rot, trans, centre, model, intr, dist, lim, max_theta,
+                   width, height, tile_size, tiles_x, tiles_y, record, out_rect, out_touched,
+                   tile_count, deferred, counts, sort_keys, sort_rows, wp.tid())
 
 
 @wp.kernel

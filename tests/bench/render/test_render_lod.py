@@ -288,3 +288,19 @@ def test_a_panel_in_front_of_a_wall_keeps_its_colour_at_a_coarse_cut():
 
 def look_from(eye):
     return look_at(eye, (0.0, 0.0, 0.0))
+
+
+@pytest.mark.parametrize("cam_index", [0, 1])
+def test_gathered_projection_draws_the_same_image_as_runs(room, cam_index):
+    cam, cfg = cams()[cam_index], LodConfig(pixel_size=4.0)
+    index, h = C.spatial_index(room), L.lod_hierarchy(room)
+    render(room, cam, backend="cpu", lod=cfg)  # builds the device buffers
+    buffers = h._buffers
+    rows = L.choose_rows(index, h, cam, C.visible_blocks(index, cam), cfg)
+    runs = L.rows_to_runs(rows)
+    assert len(runs) > len(rows) / 16  # many short runs: the case gathering is for
+    out = [C.render_runs(buffers.arrays, runs, cam, degree=room.sh_degree, background=(0, 0, 0),
+                         occluder_depth=None, tile_size=K.TILE_SIZE, original=buffers.original,
+                         gather=gather) for gather in (False, True)]
+    for field in ("rgb", "depth", "alpha"):
+        np.testing.assert_array_equal(getattr(out[0], field), getattr(out[1], field))
