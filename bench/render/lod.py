@@ -50,7 +50,7 @@ SPLITS_PER_LEVEL = 2  # binary median splits between two levels: 4 children per 
 HIERARCHY = "kd-moment-layers/3"  # id of the hierarchy written into manifests
 NORMAL_SCALE = 0.1  # metres one unit of normal counts as when the tree picks a split feature
 LAYER_MIN_MEMBERS = 8  # members a node needs before the tree looks for two layers in it
-LAYER_GAP = 3.0  # gap along a node's thin axis / its two sides' summed stds: two layers
+LAYER_GAP = 3.0  # gap along a node's mean normal / its two sides' summed stds: two layers
 LAYER_BIAS = 6.0  # far layer's sort-key push, in lateral standard deviations of its node
 _CHUNK = 262_144  # Gaussians merged per pass (whole blocks; bounds temporary memory)
 
@@ -204,7 +204,7 @@ class LayerCuts:
         owner: [R] index into ``segments`` of each member's segment.
         side: [R] -1 for members before the largest gap, +1 after it.
         cut: [Q] position in ``order`` of each segment's first member after the gap.
-        mean, thin: [Q, 3] each segment's mean and unit thin axis (the layers' normal).
+        mean, thin: [Q, 3] each segment's mean and unit axis (its members' mean normal).
         gap: [Q] coordinate along ``thin`` (from ``mean``) of the gap's middle.
         spread: [Q] lateral standard deviation (the two larger axes together).
         box_lo, box_hi: [Q, 2, 3] bounding box of each side's member centres (side -1
@@ -227,18 +227,17 @@ class LayerCuts:
 
 def layer_cuts(points: np.ndarray, order: np.ndarray,  # [N, 7] split features; [M]
                starts: np.ndarray) -> LayerCuts | None:  # [K + 1]
-    """Segments whose members form two layers along their thinnest axis, or None.
+    """Segments whose members form two layers along their mean normal, or None.
 
-    ``points`` are :func:`split_features` (position, scaled normal, thickness). A segment of at
-    least :data:`LAYER_MIN_MEMBERS` members whose normals agree (their mean keeps 90 % of
-    their length) is layered when the largest gap between its members' coordinates along
-    their mean normal is more
-    than :data:`LAYER_GAP` times the summed standard deviations of the two sides (each
-    side at least 2 members) and than its members' mean thickness (smallest std): a
-    light panel or a poster 1 cm in
-    front of a wall, a table top above the floor. Moment matching would average the
-    layers' colours into one Gaussian (a grey panel), so such a segment is cut at the gap
-    instead of at its median.
+    ``points`` are :func:`split_features` (position, scaled normal, thickness). A segment
+    of at least :data:`LAYER_MIN_MEMBERS` members whose normals agree (their mean keeps
+    90 % of their length) is layered when the widest gap between its members'
+    coordinates along that mean normal is more than :data:`LAYER_GAP` times the summed
+    standard deviations of the two sides (each side at least 2 members) and than the
+    members' mean thickness (smallest std): a light panel or a poster 1 cm in front of a
+    wall, a table top above the floor. Moment matching would average the layers' colours
+    into one Gaussian (a grey panel), so such a segment is cut at the gap instead of at
+    its median.
     """
     sizes = np.diff(starts)
     big = np.flatnonzero(sizes >= LAYER_MIN_MEMBERS)
