@@ -250,8 +250,6 @@ def layer_cuts(points: np.ndarray, order: np.ndarray,  # [N, 7] split features; 
     p = points[order[positions], :3].astype(np.float64)
     mean = np.add.reduceat(p, sub, axis=0) / counts[:, None]
     d = p - mean[seg]
-    cov = np.add.reduceat(d[:, :, None] * d[:, None, :], sub, axis=0) / counts[:, None, None]
-    lam = np.linalg.eigvalsh(cov)
     # The thin axis is the members' mean normal: the covariance's own thin axis tilts
     # where a panel covers part of the node (position and layer correlate there).
     unit = points[order[positions], 3:6].astype(np.float64)
@@ -275,8 +273,8 @@ def layer_cuts(points: np.ndarray, order: np.ndarray,  # [N, 7] split features; 
 
     def side_std(lo, hi):
         n = np.maximum(hi - lo, 1)
-        mean = (c1[hi] - c1[lo]) / n
-        return np.sqrt(np.maximum((c2[hi] - c2[lo]) / n - mean * mean, 0.0))
+        avg = (c1[hi] - c1[lo]) / n
+        return np.sqrt(np.maximum((c2[hi] - c2[lo]) / n - avg * avg, 0.0))
 
     thickness = side_std(sub, first_all + 1) + side_std(first_all + 1, ends)
     # and wider than the members are thick (noise inside one surface is not a gap)
@@ -291,6 +289,11 @@ def layer_cuts(points: np.ndarray, order: np.ndarray,  # [N, 7] split features; 
     before = (np.arange(len(ts)) - sub[seg])[keep] <= (first - sub[layered])[owner]
     sides = p[perm][keep]  # layered members, sorted along the axis segment by segment
     side_start = np.r_[0, np.cumsum(counts[layered])[:-1]]
+    # Lateral spread of the layered segments only (their covariances' two larger axes).
+    dk = d[keep]
+    cov = np.add.reduceat(dk[:, :, None] * dk[:, None, :], side_start, axis=0) \
+        / counts[layered][:, None, None]
+    lam = np.linalg.eigvalsh(cov)
     bounds = np.stack([side_start, side_start + (first - sub[layered]) + 1], axis=1).ravel()
     return LayerCuts(
         box_lo=np.minimum.reduceat(sides, bounds, axis=0).reshape(-1, 2, 3),
@@ -300,7 +303,11 @@ def layer_cuts(points: np.ndarray, order: np.ndarray,  # [N, 7] split features; 
         side=np.where(before, -1, 1).astype(np.int8),
         cut=starts[big[layered]] + (first - sub[layered]) + 1, mean=mean[layered],
         thin=thin[layered], gap=0.5 * (ts[first] + ts[first + 1]),
-        spread=np.sqrt(lam[layered, 1] + lam[layered, 2]))
+        spread=np.sqrt(lam[:, 1] + lam[:, 2]))
+
+
+_LAYER_FIELDS = {"mean": (3,), "thin": (3,), "gap": (), "spread": (), "box_lo": (2, 3),
+                 "box_hi": (2, 3)}  # LayerCuts fields kept per cut, and their shapes
 
 
 def split_segments(features: np.ndarray, order: np.ndarray,  # [N, F], [M]
@@ -440,7 +447,9 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
     # Per original: the latest layered split above it and its side (-1 / +1) of the gap.
     layer_of = np.full(splats.num, -1, np.int32)
     side_of = np.zeros(splats.num, np.int8)
-    node_layer, node_side, cuts = [layer_of[order[starts[:-1]]]], [side_of[order[starts[:-1]]]], []
+    node_layer, node_side = [layer_of[order[starts[:-1]]]], [side_of[order[starts[:-1]]]]
+    layer_parts = {name: [] for name in _LAYER_FIELDS}  # per layered cut, in cut order
+    num_cuts = 0
     node_mixed = []  # per level: nodes whose members lie in two layers (never drawn merged)
     while len(starts) - 1 < m:  # until every node is a single Gaussian
         parent = starts
@@ -451,10 +460,11 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
             if layers is not None:
                 mixed[np.searchsorted(parent, segment_start[layers.segments], side="right")
                       - 1] = True
-                layer_of[layers.rows] = sum(len(c[0]) for c in cuts) + layers.owner
+                layer_of[layers.rows] = num_cuts + layers.owner
                 side_of[layers.rows] = layers.side
-                cuts.append((layers.mean, layers.thin, layers.gap, layers.spread,
-                             layers.box_lo, layers.box_hi))
+                num_cuts += len(layers.segments)
+                for name, part in layer_parts.items():
+                    part.append(getattr(layers, name))
         node_mixed.append(mixed)
         level_start.append(starts)
         node_layer.append(layer_of[order[starts[:-1]]])
@@ -502,9 +512,8 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
         ids = slice(level_offset[k], level_offset[k + 1])
         child_lo[ids] = level_offset[k + 1] + np.searchsorted(nxt, s[:-1])
         child_hi[ids] = level_offset[k + 1] + np.searchsorted(nxt, s[1:])
-    layer_field = [np.concatenate([c[i] for c in cuts]) if cuts
-                   else np.zeros([(0, 3), (0, 3), 0, 0, (0, 2, 3), (0, 2, 3)][i])
-                   for i in range(6)]
+    layer = {name: np.concatenate(part) if part else np.zeros((0, *_LAYER_FIELDS[name]))
+             for name, part in layer_parts.items()}
     merged_layer = np.concatenate(node_layer)[merged_ids].astype(np.int32)
     merged_side = np.concatenate(node_side)[merged_ids].astype(np.int8)
     # A far-side node is pushed back only where the other side lies over it (its centre
@@ -514,7 +523,7 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
     has = np.flatnonzero(merged_layer >= 0)
     if len(has):
         q, other = merged_layer[has], (merged_side[has] < 0).astype(np.int64)
-        lo, hi, thin = layer_field[4][q, other], layer_field[5][q, other], layer_field[1][q]
+        lo, hi, thin = layer["box_lo"][q, other], layer["box_hi"][q, other], layer["thin"][q]
         centre = pool.means[has].astype(np.float64)
         middle = 0.5 * (lo + hi)  # the centre moved onto the other side's plane
         centre -= thin * np.einsum("ij,ij->i", centre - middle, thin)[:, None]
@@ -529,8 +538,8 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
                         else np.zeros(0, np.float32),
                         merged_layer=merged_layer, merged_side=merged_side,
                         merged_covered=covered,
-                        layer_mean=layer_field[0], layer_thin=layer_field[1],
-                        layer_gap=layer_field[2], layer_spread=layer_field[3])
+                        layer_mean=layer["mean"], layer_thin=layer["thin"],
+                        layer_gap=layer["gap"], layer_spread=layer["spread"])
 
 
 def block_magnification(index: culling.SpatialIndex, camera: Camera,
