@@ -407,12 +407,13 @@ def _project_rows(arr, rows, shared: list, tile_count, *, num: int | None = None
     )
 
 
-def _project_simd(arr, runs: np.ndarray, shared: list, tile_count, *, gather: bool = False):
+def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
+                  gather: bool = False, rows: np.ndarray | None = None):
     """Project ``runs`` with the SIMD kernel; lanes it defers go to the scalar kernel.
 
-    ``gather``: the rows of ``runs`` are projected 8 per chunk from a row list (for many
-    short runs, such as a level-of-detail cut: full chunks instead of one per run), else
-    as chunks of consecutive rows. Returns the depth-sort buffers (keys, row ids) holding
+    ``gather``: the rows of ``runs`` (or the row list ``rows``, in any order) are projected
+    8 per chunk from a row list (for many short runs, such as a level-of-detail cut: full
+    chunks instead of one per run), else as chunks of consecutive rows. Returns the depth-sort buffers (keys, row ids) holding
     the ``num`` drawn rows (the kernel appends them as it goes; the deferred ones
     follow), and ``num``.
     """
@@ -421,10 +422,13 @@ def _project_simd(arr, runs: np.ndarray, shared: list, tile_count, *, gather: bo
     from bench.render import warp_backend as wb
     from bench.render import warp_culled as wc
 
-    total = int((runs[:, 1] - runs[:, 0]).sum())
+    if rows is None:
+        total = int((runs[:, 1] - runs[:, 0]).sum())
+    else:
+        gather, total = True, len(rows)
     if gather:
-        row_list = wp.array(_concat_ranges(runs).astype(np.int32), dtype=wp.int32,
-                            device=wb.DEVICE)
+        listed = _concat_ranges(runs).astype(np.int32) if rows is None else rows
+        row_list = wp.array(np.asarray(listed, np.int32), dtype=wp.int32, device=wb.DEVICE)
         start = np.arange(0, total, CHUNK, dtype=np.int32)
         length = np.minimum(CHUNK, total - start).astype(np.int32)
     else:
@@ -439,7 +443,7 @@ def _project_simd(arr, runs: np.ndarray, shared: list, tile_count, *, gather: bo
         deferred = (wp.zeros(arr.num, dtype=wp.int32, device=wb.DEVICE),
                     wp.zeros(2, dtype=wp.int32, device=wb.DEVICE))
         arr._deferred = deferred
-    rows, counts = deferred  # counts: [deferred, drawn]
+    late_rows, counts = deferred  # counts: [deferred, drawn]
     counts.zero_()
     arr.last_deferred = 0
     if len(start) == 0:
@@ -450,13 +454,13 @@ def _project_simd(arr, runs: np.ndarray, shared: list, tile_count, *, gather: bo
                 wp.array(length, dtype=wp.int32, device=wb.DEVICE), row_list, int(gather),
                 arr.means, arr.cov_a,
                 arr.cov_b, arr.opacity, _levels(arr), arr.sh, arr.sh.shape[1], *shared,
-                arr.record, arr.rect, arr.touched, tile_count, rows, counts, keys, order],
+                arr.record, arr.rect, arr.touched, tile_count, late_rows, counts, keys, order],
     )
     num_deferred, num = (int(c) for c in counts.numpy())
     arr.last_deferred = num_deferred
     if num_deferred:
-        _project_rows(arr, rows, shared, tile_count, num=num_deferred)
-        late = rows.numpy()[:num_deferred]
+        _project_rows(arr, late_rows, shared, tile_count, num=num_deferred)
+        late = late_rows.numpy()[:num_deferred]
         late = late[arr.touched_np[late] != 0]
         order.numpy()[num:num + len(late)] = late
         keys.numpy()[num:num + len(late)] = arr.depth_np[late]
@@ -486,7 +490,7 @@ def _original_array(arr, original: np.ndarray | None):
 
 def render_runs(
     arr,
-    runs: np.ndarray,  # [R, 2] (start, end) rows of ``arr`` to project
+    runs: np.ndarray | None,  # [R, 2] (start, end) rows of ``arr`` to project, or None
     camera: Camera,
     *,
     degree: int,
@@ -497,6 +501,7 @@ def render_runs(
     projection: str | None = None,
     key_bias=None,  # callable: [D] drawn rows -> [D] added to their depth-sort keys
     gather: bool = False,
+    rows: np.ndarray | None = None,  # [R] rows to project instead of ``runs`` (gathered)
 ):
     """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
 
@@ -504,7 +509,8 @@ def render_runs(
     ranges, with the tight-tile-list kernels of :mod:`bench.render.warp_culled` (same
     float operations; same image bit for bit). ``gather`` projects the rows 8 per SIMD
     chunk from a row list (many short runs; needs ``original`` so that depth ties do not
-    depend on the order the chunks append rows in).
+    depend on the order the chunks append rows in); ``rows`` gives that list directly, in
+    any order (needs ``original`` too).
     """
     import warp as wp
 
@@ -534,13 +540,14 @@ def render_runs(
     if arr.record is None:  # pragma: no cover - a caller's bug, not the user's
         raise RuntimeError("render_runs needs _SplatArrays(..., packed=True)")
     if projection == "simd":
-        keys, order, num = _project_simd(arr, runs, shared, tile_count, gather=gather)
+        keys, order, num = _project_simd(arr, runs, shared, tile_count, gather=gather,
+                                         rows=rows)
         if original is None:  # rows were appended out of order: ties by row, as listed
             original = np.arange(arr.num)
     else:  # today's arithmetic, one launch over the rows of every run
-        rows = _concat_ranges(runs).astype(np.int32)
-        _project_rows(arr, rows, shared, tile_count)
-        drawn = rows[arr.touched_np[rows] != 0]  # ascending within each run, runs in order
+        listed = (_concat_ranges(runs) if rows is None else np.sort(rows)).astype(np.int32)
+        _project_rows(arr, listed, shared, tile_count)
+        drawn = listed[arr.touched_np[listed] != 0]  # ascending within each run, runs in order
         num = len(drawn)
         keys, order = _sort_buffers(arr, num)
         order.numpy()[:num] = drawn

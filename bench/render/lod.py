@@ -52,6 +52,8 @@ NORMAL_SCALE = 0.1  # metres one unit of normal counts as when the tree picks a 
 LAYER_MIN_MEMBERS = 8  # members a node needs before the tree looks for two layers in it
 LAYER_GAP = 3.0  # gap along a node's mean normal / its two sides' summed stds: two layers
 LAYER_BIAS = 6.0  # far layer's sort-key push, in lateral standard deviations of its node
+CUTS = ("native", "reference")  # the per-frame cut: warp_lod's kernel / choose_rows (numpy)
+CUT = "native"
 _CHUNK = 262_144  # Gaussians merged per pass (whole blocks; bounds temporary memory)
 
 
@@ -101,17 +103,19 @@ class LodHierarchy:
         order: [M] original indices of the index's Gaussians, block by block, in tree order.
         level_start: per level, [K_k + 1] start of each node in ``order``.
         level_offset: [L + 1] first global node id of each level.
-        child_lo, child_hi: [sum K_k] global ids of each node's children are
+        nodes: [sum K_k] one 32-byte record per node (:data:`NODE_DTYPE`; what the
+            per-frame cut reads, one cache line per two siblings), seen through:
+        child_lo, child_hi: global ids of each node's children are
             ``child_lo[j]:child_hi[j]`` (the next level; empty for single Gaussians).
-        node_row: [sum K_k] device row drawn for the node: its position in ``order`` for
-            single Gaussians, ``M +`` its index in ``merged`` otherwise.
+        node_row: device row drawn for the node: its position in ``order`` for single
+            Gaussians, ``M +`` its index in ``merged`` otherwise.
+        node_sigma: largest standard deviation of the node's Gaussian (0 for single
+            Gaussians: never merged).
+        node_mixed: the node's members lie in two layers (a layered cut split it or one
+            of its halves): never drawn merged, its children are.
+        node_colour_std: weighted standard deviation of the members' rgb (0 for single
+            Gaussians).
         node_block: [sum K_k] block of each node.
-        node_sigma: [sum K_k] largest standard deviation of the node's Gaussian (0 for
-            single Gaussians: never merged).
-        node_mixed: [sum K_k] the node's members lie in two layers (a layered cut split it
-            or one of its halves): never drawn merged, its children are.
-        node_colour_std: [sum K_k] weighted standard deviation of the members' rgb (0 for
-            single Gaussians).
         merged: the merged Gaussians of every node with more than one member (opacity
             clipped to what the storage form holds).
         merged_opacity: [P] their effective opacity (:func:`coverage_opacity`; may exceed
@@ -126,13 +130,8 @@ class LodHierarchy:
     order: np.ndarray
     level_start: tuple[np.ndarray, ...]
     level_offset: np.ndarray
-    child_lo: np.ndarray
-    child_hi: np.ndarray
-    node_row: np.ndarray
+    nodes: np.ndarray
     node_block: np.ndarray
-    node_sigma: np.ndarray
-    node_mixed: np.ndarray
-    node_colour_std: np.ndarray
     merged: GaussianSplats
     merged_opacity: np.ndarray
     merged_layer: np.ndarray
@@ -142,6 +141,35 @@ class LodHierarchy:
     layer_thin: np.ndarray
     layer_gap: np.ndarray
     layer_spread: np.ndarray
+
+    @property
+    def child_lo(self) -> np.ndarray:  # [sum K_k] int32 (a view of ``nodes``)
+        return self.nodes["child_lo"]
+
+    @property
+    def child_hi(self) -> np.ndarray:  # [sum K_k] int32
+        return self.nodes["child_hi"]
+
+    @property
+    def node_row(self) -> np.ndarray:  # [sum K_k] int32
+        return self.nodes["row"]
+
+    @property
+    def node_sigma(self) -> np.ndarray:  # [sum K_k] float64
+        return self.nodes["sigma"]
+
+    @property
+    def node_mixed(self) -> np.ndarray:  # [sum K_k] bool
+        return self.nodes["mixed"]
+
+    @property
+    def node_colour_std(self) -> np.ndarray:  # [sum K_k] float64
+        return self.nodes["colour_std"]
+
+
+# One tree node as the per-frame cut reads it (``warp_lod.LodNode`` has the same layout).
+NODE_DTYPE = np.dtype([("sigma", "<f8"), ("colour_std", "<f8"), ("child_lo", "<i4"),
+                       ("child_hi", "<i4"), ("row", "<i4"), ("mixed", "?")], align=True)
 
 
 _HIERARCHY: weakref.WeakKeyDictionary[GaussianSplats, LodHierarchy] = weakref.WeakKeyDictionary()
@@ -496,22 +524,24 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
         pool = GaussianSplats.concat(pool, extra)
     counts = [len(s) - 1 for s in level_start]
     level_offset = np.cumsum([0] + counts)
-    node_row = np.concatenate([s[:-1] for s in level_start])  # single: position in order
-    node_sigma = np.zeros(level_offset[-1])
+    if max(level_offset[-1], m + sum(map(len, multi))) >= 2 ** 31:  # pragma: no cover
+        raise ValueError(f"{splats.num} Gaussians are more than one LOD tree holds; "
+                         "split the scene")
+    nodes = np.zeros(level_offset[-1], NODE_DTYPE)
+    nodes["row"] = np.concatenate([s[:-1] for s in level_start])  # single: position in order
     merged_ids = np.concatenate([level_offset[k] + j for k, j in enumerate(multi)])
-    node_row[merged_ids] = m + np.arange(len(merged_ids))
-    node_sigma[merged_ids] = np.concatenate(sigma) if sigma else np.zeros(0)
-    node_colour_std = np.zeros(level_offset[-1])
-    node_colour_std[merged_ids] = np.concatenate(colour_std) if colour_std else np.zeros(0)
+    nodes["row"][merged_ids] = m + np.arange(len(merged_ids))
+    nodes["sigma"][merged_ids] = np.concatenate(sigma) if sigma else np.zeros(0)
+    nodes["colour_std"][merged_ids] = (np.concatenate(colour_std) if colour_std
+                                       else np.zeros(0))
+    nodes["mixed"] = np.concatenate([*node_mixed, np.zeros(len(starts) - 1, bool)])
     node_block = (np.searchsorted(index.block_start, np.concatenate(
         [s[:-1] for s in level_start]), side="right") - 1).astype(np.int32)
-    child_lo = np.zeros(level_offset[-1], np.int64)
-    child_hi = np.zeros(level_offset[-1], np.int64)
     for k in range(len(level_start) - 1):
         s, nxt = level_start[k], level_start[k + 1]
         ids = slice(level_offset[k], level_offset[k + 1])
-        child_lo[ids] = level_offset[k + 1] + np.searchsorted(nxt, s[:-1])
-        child_hi[ids] = level_offset[k + 1] + np.searchsorted(nxt, s[1:])
+        nodes["child_lo"][ids] = level_offset[k + 1] + np.searchsorted(nxt, s[:-1])
+        nodes["child_hi"][ids] = level_offset[k + 1] + np.searchsorted(nxt, s[1:])
     layer = {name: np.concatenate(part) if part else np.zeros((0, *_LAYER_FIELDS[name]))
              for name, part in layer_parts.items()}
     merged_layer = np.concatenate(node_layer)[merged_ids].astype(np.int32)
@@ -530,10 +560,7 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
         reach = np.concatenate(sigma)[has, None] if sigma else 0.0  # node's largest std
         covered[has] = ((centre >= lo - reach) & (centre <= hi + reach)).all(axis=1)
     return LodHierarchy(order=order, level_start=tuple(level_start), level_offset=level_offset,
-                        child_lo=child_lo, child_hi=child_hi, node_row=node_row,
-                        node_block=node_block, node_sigma=node_sigma,
-                        node_mixed=np.concatenate([*node_mixed, np.zeros(len(starts) - 1, bool)]),
-                        node_colour_std=node_colour_std, merged=pool,
+                        nodes=nodes, node_block=node_block, merged=pool,
                         merged_opacity=np.concatenate(opacity).astype(np.float32) if opacity
                         else np.zeros(0, np.float32),
                         merged_layer=merged_layer, merged_side=merged_side,
@@ -684,9 +711,22 @@ def render_cpu_lod(
     if buffers is None:
         buffers = _Buffers(splats, hierarchy)
         object.__setattr__(hierarchy, "_buffers", buffers)
-    rows = choose_rows(index, hierarchy, camera, culling.visible_blocks(index, camera), config)
-    return culling.render_runs(buffers.arrays, rows_to_runs(rows), camera, degree=degree,
-                               background=background, occluder_depth=occluder_depth,
-                               tile_size=tile_size, original=buffers.original,
-                               key_bias=lambda drawn: far_layer_bias(hierarchy, camera, drawn),
-                               gather=True)
+    blocks = culling.visible_blocks(index, camera)
+    common = dict(degree=degree, background=background, occluder_depth=occluder_depth,
+                  tile_size=tile_size, original=buffers.original, gather=True)
+    if CUT == "reference":
+        rows = choose_rows(index, hierarchy, camera, blocks, config)
+        return culling.render_runs(
+            buffers.arrays, rows_to_runs(rows), camera,
+            key_bias=lambda drawn: far_layer_bias(hierarchy, camera, drawn), **common)
+    from bench.render import warp_lod
+
+    tree = getattr(hierarchy, "_tree", None)
+    if tree is None:
+        tree = warp_lod.TreeArrays(hierarchy, buffers.arrays.num)
+        object.__setattr__(hierarchy, "_tree", tree)
+    rows = warp_lod.cut(tree, blocks, block_magnification(index, camera, blocks),
+                        camera.position, pixel_size=config.pixel_size,
+                        colour_tolerance=config.colour_tolerance, layer_bias=LAYER_BIAS)
+    return culling.render_runs(buffers.arrays, None, camera, rows=rows,
+                               key_bias=lambda drawn: tree.row_bias_np[drawn], **common)

@@ -304,3 +304,42 @@ def test_gathered_projection_draws_the_same_image_as_runs(room, cam_index):
                          gather=gather) for gather in (False, True)]
     for field in ("rgb", "depth", "alpha"):
         np.testing.assert_array_equal(getattr(out[0], field), getattr(out[1], field))
+
+
+@pytest.mark.parametrize("scene", ["room", "panel"])
+def test_native_cut_draws_the_reference_rows_and_pushes(room, scene):
+    """warp_lod.cut against choose_rows + far_layer_bias (numpy): the same rows, bit-equal pushes."""
+    from bench.render import warp_lod
+
+    splats = room if scene == "room" else panel_scene()
+    index, h = C.spatial_index(splats), L.lod_hierarchy(splats)
+    render(splats, cams()[0], backend="cpu", lod=LodConfig())  # builds the device buffers
+    tree = warp_lod.TreeArrays(h, h._buffers.arrays.num)
+    eyes = [(0.3, 0.2, 1.2), (-0.4, 0.1, -0.8), (0.0, -1.5, 0.2)]  # both sides of the panel
+    views = cams() + [Camera.pinhole_from_fov(48, 48, fov_x_deg=60.0,
+                                              world_from_camera=look_from(e)) for e in eyes]
+    pushed = 0
+    for cam in views:
+        blocks = C.visible_blocks(index, cam)
+        for px, tol in [(1e-6, 0.05), (0.5, 0.05), (2.0, None), (4.0, 0.1), (1e6, None)]:
+            cfg = LodConfig(pixel_size=px, colour_tolerance=tol)
+            reference = L.choose_rows(index, h, cam, blocks, cfg)
+            rows = warp_lod.cut(tree, blocks, L.block_magnification(index, cam, blocks),
+                                cam.position, pixel_size=px, colour_tolerance=tol,
+                                layer_bias=L.LAYER_BIAS)
+            assert len(rows) == len(reference)
+            np.testing.assert_array_equal(np.sort(rows), reference)
+            bias = L.far_layer_bias(h, cam, reference)
+            np.testing.assert_array_equal(tree.row_bias_np[reference], bias)
+            pushed += int((bias > 0).sum())
+    assert scene == "room" or pushed > 0  # the panel scene exercises the push
+
+
+@pytest.mark.parametrize("cam_index", [0, 1])
+def test_native_and_reference_cut_give_the_same_image(room, cam_index, monkeypatch):
+    cfg = LodConfig(pixel_size=2.0, colour_tolerance=0.1)
+    native = render(room, cams()[cam_index], backend="cpu", lod=cfg)
+    monkeypatch.setattr(L, "CUT", "reference")
+    reference = render(room, cams()[cam_index], backend="cpu", lod=cfg)
+    for field in ("rgb", "depth", "alpha"):
+        np.testing.assert_array_equal(getattr(native, field), getattr(reference, field))
