@@ -413,9 +413,9 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
 
     ``gather``: the rows of ``runs`` (or the row list ``rows``, in any order) are projected
     8 per chunk from a row list (for many short runs, such as a level-of-detail cut: full
-    chunks instead of one per run), else as chunks of consecutive rows. Returns the depth-sort buffers (keys, row ids) holding
-    the ``num`` drawn rows (the kernel appends them as it goes; the deferred ones
-    follow), and ``num``.
+    chunks instead of one per run), else as chunks of consecutive rows. Returns the
+    depth-sort buffers (keys, row ids) holding the ``num`` drawn rows (the kernel appends
+    them as it goes; the deferred ones follow), and ``num``.
     """
     import warp as wp
 

@@ -143,27 +143,33 @@ class LodHierarchy:
     layer_spread: np.ndarray
 
     @property
-    def child_lo(self) -> np.ndarray:  # [sum K_k] int32 (a view of ``nodes``)
+    def child_lo(self) -> np.ndarray:  # [sum K_k] int32
+        """``nodes["child_lo"]`` (a view)."""
         return self.nodes["child_lo"]
 
     @property
     def child_hi(self) -> np.ndarray:  # [sum K_k] int32
+        """``nodes["child_hi"]`` (a view)."""
         return self.nodes["child_hi"]
 
     @property
     def node_row(self) -> np.ndarray:  # [sum K_k] int32
+        """``nodes["row"]`` (a view)."""
         return self.nodes["row"]
 
     @property
     def node_sigma(self) -> np.ndarray:  # [sum K_k] float64
+        """``nodes["sigma"]`` (a view)."""
         return self.nodes["sigma"]
 
     @property
     def node_mixed(self) -> np.ndarray:  # [sum K_k] bool
+        """``nodes["mixed"]`` (a view)."""
         return self.nodes["mixed"]
 
     @property
     def node_colour_std(self) -> np.ndarray:  # [sum K_k] float64
+        """``nodes["colour_std"]`` (a view)."""
         return self.nodes["colour_std"]
 
 

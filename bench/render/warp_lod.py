@@ -55,11 +55,11 @@ def _cut_kernel(
 ):
     one = wp.float64(1.0)
     zero = wp.float64(0.0)
-    n = int(0)
+    n = int(0)  # noqa: UP018 - Warp: a variable the loops change
     for b in range(blocks.shape[0]):
         s = scale[b]
         stack[0] = wp.int32(blocks[b])
-        top = int(1)
+        top = int(1)  # noqa: UP018
         while top > 0:
             top -= 1
             node = nodes[stack[top]]

@@ -308,7 +308,7 @@ def test_gathered_projection_draws_the_same_image_as_runs(room, cam_index):
 
 @pytest.mark.parametrize("scene", ["room", "panel"])
 def test_native_cut_draws_the_reference_rows_and_pushes(room, scene):
-    """warp_lod.cut against choose_rows + far_layer_bias (numpy): the same rows, bit-equal pushes."""
+    """warp_lod.cut against choose_rows + far_layer_bias (numpy): same rows, bit-equal pushes."""
     from bench.render import warp_lod
 
     splats = room if scene == "room" else panel_scene()
