@@ -401,7 +401,8 @@ def _project_rows(arr, rows, shared: list, tile_count, *, num: int | None = None
         rows = wp.array(rows, dtype=wp.int32, device=wb.DEVICE)
     wp.launch(
         wc._project_rows_kernel, dim=rows.shape[0] if num is None else num, device=wb.DEVICE,
-        inputs=[rows, arr.means, arr.cov_a, arr.cov_b, arr.opacity, arr.sh, *shared, arr.xy,
+        inputs=[rows, arr.means, arr.cov_a, arr.cov_b, arr.opacity, _levels(arr), arr.sh,
+                *shared, arr.xy,
                 arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched, tile_count,
                 arr.rec_opacity],
     )

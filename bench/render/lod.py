@@ -52,6 +52,12 @@ NORMAL_SCALE = 0.1  # metres one unit of normal counts as when the tree picks a 
 LAYER_MIN_MEMBERS = 8  # members a node needs before the tree looks for two layers in it
 LAYER_GAP = 3.0  # gap along a node's mean normal / its two sides' summed stds: two layers
 LAYER_BIAS = 6.0  # far layer's sort-key push, in lateral standard deviations of its node
+# A merged Gaussian's drawn extent ends where its alpha falls to this (an original's, as in
+# the exact path, at ALPHA_MIN = 1/255), or at half its peak for one fainter than twice it.
+# Measured on the 3 M room, 128 px fisheye, 8 poses, pixel_size 0.8 / colour 0.05: PSNR
+# 35.05 / 35.07 / 35.08 / 35.07 / 34.99 / 34.67 dB at 1/255, 1/32, 1/16, 1/8, 1/4, 1/2, blend
+# time 7.5 -> 5.5 ms at 1/8 (a flat-topped node's faint rim is under its neighbours').
+MERGED_ALPHA_MIN = 1.0 / 8.0
 CUTS = ("native", "reference")  # the per-frame cut: warp_lod's kernel / choose_rows (numpy)
 CUT = "native"
 _CHUNK = 262_144  # Gaussians merged per pass (whole blocks; bounds temporary memory)
@@ -87,7 +93,8 @@ class LodConfig:
         """This config as a JSON-ready dict (``mode``, ``hierarchy`` and its fields)."""
         return {"mode": "lod", "hierarchy": HIERARCHY, "branching": 2 ** SPLITS_PER_LEVEL,
                 "normal_scale": NORMAL_SCALE, "footprint_area": FOOTPRINT_AREA,
-                "layer_gap": LAYER_GAP, "layer_bias": LAYER_BIAS, **asdict(self)}
+                "layer_gap": LAYER_GAP, "layer_bias": LAYER_BIAS,
+                "merged_alpha_min": MERGED_ALPHA_MIN, **asdict(self)}
 
 
 @dataclass(frozen=True)
@@ -682,8 +689,21 @@ class _Buffers:
         views = {name: getattr(self.arrays, name).numpy()[m:] for name in _FIELDS}
         wb.fill_device_inputs(merged, views)
         views["opacity"][:] = hierarchy.merged_opacity  # may exceed 1 (flat-topped)
+        # The projection's extent level ln(opacity / alpha at the rim): the originals' as
+        # the exact path computes it, the merged ones' rim at MERGED_ALPHA_MIN.
+        culling._levels(self.arrays).numpy()[m:] = merged_levels(hierarchy.merged_opacity)
         # Depth ties: originals by their index (as the exact path), merged ones after them.
         self.original = np.r_[hierarchy.order, splats.num + np.arange(merged.num)]
+
+
+def merged_levels(opacity: np.ndarray) -> np.ndarray:  # [P] effective opacity -> [P] float32
+    """``ln(opacity / rim alpha)`` of merged Gaussians: the rim at :data:`MERGED_ALPHA_MIN`,
+    at half the peak for ones fainter than twice that, never beyond the exact path's rim."""
+    o = np.asarray(opacity, np.float64)
+    with np.errstate(divide="ignore"):
+        exact = np.log(o / K.ALPHA_MIN)
+        return np.minimum(exact, np.maximum(np.log(o / MERGED_ALPHA_MIN), np.log(2.0))
+                          ).astype(np.float32)
 
 
 def rows_to_runs(rows: np.ndarray) -> np.ndarray:  # [R] ascending -> [Q, 2] (start, end)

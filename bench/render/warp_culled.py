@@ -60,6 +60,7 @@ def _project_rows_kernel(
     cov_a: wp.array(dtype=wp.vec3),
     cov_b: wp.array(dtype=wp.vec3),
     opacity: wp.array(dtype=float),
+    levels: wp.array(dtype=float),  # ln(opacity / ALPHA_MIN) per row (culling._levels)
     sh: wp.array2d(dtype=wp.vec3),
     degree: int,
     rot: wp.mat33,
@@ -135,7 +136,7 @@ def _project_rows_kernel(
     y1 = r[3]
     if (x1 - x0) * (y1 - y0) <= 0:
         return
-    level = wp.log(opacity[g] / _ALPHA_MIN)
+    level = levels[g]
     if not (level > 0.0):  # the rasterizer skips it everywhere (e[0] < 0)
         return
     e0 = wp.sqrt(2.0 * level * a) * 1.01 + 0.01

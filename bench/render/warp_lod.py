@@ -124,11 +124,13 @@ def cut(tree: TreeArrays, blocks: np.ndarray,  # [V] visible block ids, ascendin
         scale: np.ndarray,  # [V] their magnification (lod.block_magnification)
         camera_position: np.ndarray,  # [3] world
         *, pixel_size: float, colour_tolerance: float | None,
-        layer_bias: float) -> np.ndarray:  # -> [R] int32 rows, tree order per block
+        layer_bias: float) -> np.ndarray:  # -> [R] int32 rows, ascending
     """Rows to draw for one frame; their depth-sort push lands in ``tree.row_bias_np``.
 
-    The same rows as ``lod.choose_rows`` (which returns them ascending) and the pushes of
-    ``lod.far_layer_bias`` (tested against both).
+    The same rows as ``lod.choose_rows`` and the pushes of ``lod.far_layer_bias`` (tested
+    against both). Ascending, as the reference's: the projection then reads the device
+    arrays front to back (measured: the walk's own order costs 20-30 % more projection
+    and blend time on the 3 M room).
     """
     if len(blocks) == 0:
         return np.zeros(0, np.int32)
@@ -141,4 +143,4 @@ def cut(tree: TreeArrays, blocks: np.ndarray,  # [V] visible block ids, ascendin
                       int(colour_tolerance is not None), tree.num_originals, *tree.layers,
                       wp.vec3d(*(float(v) for v in camera_position)), wp.float64(layer_bias),
                       tree.stack, tree.rows, tree.row_bias, tree.count])
-    return tree.rows_np[:int(tree.count.numpy()[0])]
+    return np.sort(tree.rows_np[:int(tree.count.numpy()[0])])

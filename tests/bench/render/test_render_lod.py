@@ -188,7 +188,7 @@ def test_cli_records_lod_in_manifest(tmp_path, capsys):
     assert lod["params"]["lod"] == {
         "mode": "lod", "hierarchy": L.HIERARCHY, "branching": 4, "normal_scale": L.NORMAL_SCALE,
         "footprint_area": L.FOOTPRINT_AREA, "layer_gap": L.LAYER_GAP,
-        "layer_bias": L.LAYER_BIAS, "pixel_size": 1.5,
+        "layer_bias": L.LAYER_BIAS, "merged_alpha_min": L.MERGED_ALPHA_MIN, "pixel_size": 1.5,
         "colour_tolerance": 0.1}
     assert main([*args, "--out", str(tmp_path / "bad"), "--lod-pixels", "0"]) == 2
     assert "pixel_size" in capsys.readouterr().err and not (tmp_path / "bad").exists()
@@ -343,3 +343,18 @@ def test_native_and_reference_cut_give_the_same_image(room, cam_index, monkeypat
     reference = render(room, cams()[cam_index], backend="cpu", lod=cfg)
     for field in ("rgb", "depth", "alpha"):
         np.testing.assert_array_equal(getattr(native, field), getattr(reference, field))
+
+
+def test_merged_gaussians_end_at_their_own_rim_alpha(room):
+    """Closed form: rim at MERGED_ALPHA_MIN, at half the peak when faint, never past 1/255."""
+    o = np.array([30.0, 10.0, 0.25, 0.1, 0.004])
+    expect = np.log([30.0 * 8, 10.0 * 8, 2.0, 2.0, 0.004 * 255])
+    np.testing.assert_allclose(L.merged_levels(o), expect, rtol=1e-6)
+    assert L.MERGED_ALPHA_MIN == 1 / 8
+    render(room, cams()[0], backend="cpu", lod=LodConfig())  # builds the device buffers
+    h = L.lod_hierarchy(room)
+    arr, m = h._buffers.arrays, len(h.order)
+    level = C._levels(arr).numpy()
+    np.testing.assert_array_equal(level[m:], L.merged_levels(h.merged_opacity))
+    opacity = arr.opacity.numpy()[:m]  # the originals: the exact path's own (libm's logf)
+    np.testing.assert_allclose(level[:m], np.log(opacity / np.float32(K.ALPHA_MIN)), rtol=1e-6)
