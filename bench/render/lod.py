@@ -697,8 +697,11 @@ class _Buffers:
 
 
 def merged_levels(opacity: np.ndarray) -> np.ndarray:  # [P] effective opacity -> [P] float32
-    """``ln(opacity / rim alpha)`` of merged Gaussians: the rim at :data:`MERGED_ALPHA_MIN`,
-    at half the peak for ones fainter than twice that, never beyond the exact path's rim."""
+    """``ln(opacity / rim alpha)`` of merged Gaussians (the projection's extent level).
+
+    The rim at :data:`MERGED_ALPHA_MIN`, at half the peak for ones fainter than twice
+    that, never beyond the exact path's rim (``ALPHA_MIN``).
+    """
     o = np.asarray(opacity, np.float64)
     with np.errstate(divide="ignore"):
         exact = np.log(o / K.ALPHA_MIN)
