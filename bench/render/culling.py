@@ -429,7 +429,9 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
         gather, total = True, len(rows)
     if gather:
         listed = _concat_ranges(runs).astype(np.int32) if rows is None else rows
-        row_list = wp.array(np.asarray(listed, np.int32), dtype=wp.int32, device=wb.DEVICE)
+        # 24 padding entries (row 0): the kernel prefetches the rows two chunks ahead
+        row_list = wp.array(np.r_[np.asarray(listed, np.int32), np.zeros(24, np.int32)],
+                            dtype=wp.int32, device=wb.DEVICE)
         start = np.arange(0, total, CHUNK, dtype=np.int32)
         length = np.minimum(CHUNK, total - start).astype(np.int32)
     else:

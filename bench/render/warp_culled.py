@@ -245,6 +245,23 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
     // gathered: the chunk is 8 entries of the row list ``rows`` (a frame's LOD cut), else
     // 8 consecutive rows; the arithmetic per row is the same either way.
     auto row_of = [&](const int i) -> int { return gathered ? rows.data[i] : i; };
+    if (gathered) {  // the rows two chunks ahead (24 padding entries follow the list):
+        // every line they read or write requested now, so that their random misses
+        // overlap (3 M room, 128 px fisheye LOD cut: 7.9 -> 4.7 ms; 1 chunk ahead 5.8)
+        for (int l = 0; l < 8; ++l) {
+            const int h = rows.data[g0 + 16 + l];
+            __builtin_prefetch(means.data + h);
+            __builtin_prefetch(cov_a.data + h);
+            __builtin_prefetch(cov_b.data + h);
+            __builtin_prefetch(level.data + h);
+            __builtin_prefetch(opacity.data + h);
+            const char* shp = (const char*)(sh.data + (size_t)h * sh_row);
+            for (int b = 0; b < sh_row * 12; b += 64) __builtin_prefetch(shp + b);
+            __builtin_prefetch(record.data + (size_t)h * $RECORD_FLOATS, 1);
+            __builtin_prefetch(out_rect.data + h, 1);
+            __builtin_prefetch(out_touched.data + h, 1);
+        }
+    }
     alignas(32) float P0[8], P1[8], P2[8], DEPTH[8], CA0[8], CA1[8], CA2[8], CB0[8], CB1[8],
         CB2[8], LEVEL[8];
     for (int l = 0; l < 8; ++l) {

@@ -196,7 +196,7 @@ class Camera:
         """Largest valid angle from the optical axis in radians (fisheye; pi/2 for pinhole)."""
         if self.model == "pinhole":
             return math.pi / 2.0
-        limit = _monotonic_theta_limit(self.distortion)
+        limit = _monotonic_theta_limit(tuple(float(v) for v in self.distortion))
         if self.fov_deg is not None:
             limit = min(limit, math.radians(self.fov_deg) / 2.0)
         return limit
@@ -366,7 +366,8 @@ def _distort_theta_derivative(  # [...] -> [...]
     return 1.0 + t2 * (3 * k[0] + t2 * (5 * k[1] + t2 * (7 * k[2] + t2 * 9 * k[3])))
 
 
-def _monotonic_theta_limit(k: Sequence[float]) -> float:
+@functools.lru_cache(maxsize=256)  # a renderer asks once per frame and culling pass
+def _monotonic_theta_limit(k: tuple[float, ...]) -> float:
     """First angle in (0, pi] where d theta_d / d theta <= 0, or pi if none."""
     grid = np.linspace(0.0, math.pi, 4097)
     bad = np.nonzero(_distort_theta_derivative(grid, k) <= 0)[0]
