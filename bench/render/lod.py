@@ -181,8 +181,11 @@ class LodHierarchy:
 
 
 # One tree node as the per-frame cut reads it (``warp_lod.LodNode`` has the same layout).
+# ``layered``: a merged node on a layered split whose far side may be pushed (the cut
+# computes a push for those rows only).
 NODE_DTYPE = np.dtype([("sigma", "<f8"), ("colour_std", "<f8"), ("child_lo", "<i4"),
-                       ("child_hi", "<i4"), ("row", "<i4"), ("mixed", "?")], align=True)
+                       ("child_hi", "<i4"), ("row", "<i4"), ("mixed", "?"), ("layered", "?")],
+                      align=True)
 
 
 _HIERARCHY: weakref.WeakKeyDictionary[GaussianSplats, LodHierarchy] = weakref.WeakKeyDictionary()
@@ -572,6 +575,7 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
         centre -= thin * np.einsum("ij,ij->i", centre - middle, thin)[:, None]
         reach = np.concatenate(sigma)[has, None] if sigma else 0.0  # node's largest std
         covered[has] = ((centre >= lo - reach) & (centre <= hi + reach)).all(axis=1)
+    nodes["layered"][merged_ids] = (merged_layer >= 0) & (merged_side != 0) & covered
     return LodHierarchy(order=order, level_start=tuple(level_start), level_offset=level_offset,
                         nodes=nodes, node_block=node_block, merged=pool,
                         merged_opacity=np.concatenate(opacity).astype(np.float32) if opacity
