@@ -409,14 +409,15 @@ def _project_rows(arr, rows, shared: list, tile_count, *, num: int | None = None
 
 
 def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
-                  gather: bool = False, rows: np.ndarray | None = None):
+                  gather: bool = False, rows: np.ndarray | None = None, key_bias=None):
     """Project ``runs`` with the SIMD kernel; lanes it defers go to the scalar kernel.
 
     ``gather``: the rows of ``runs`` (or the row list ``rows``, in any order) are projected
     8 per chunk from a row list (for many short runs, such as a level-of-detail cut: full
     chunks instead of one per run), else as chunks of consecutive rows. Returns the
     depth-sort buffers (keys, row ids) holding the ``num`` drawn rows (the kernel appends
-    them as it goes; the deferred ones follow), and ``num``.
+    them as it goes; the deferred ones follow), and ``num``. ``key_bias`` ([N] Warp float
+    array or None) is added to each drawn row's key.
     """
     import warp as wp
 
@@ -435,10 +436,7 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
         start = np.arange(0, total, CHUNK, dtype=np.int32)
         length = np.minimum(CHUNK, total - start).astype(np.int32)
     else:
-        row_list = _NO_ROWS.get(wb.DEVICE)
-        if row_list is None:
-            row_list = _NO_ROWS.setdefault(wb.DEVICE,
-                                           wp.zeros(1, dtype=wp.int32, device=wb.DEVICE))
+        row_list = _placeholder(wp.int32)
         start, length = chunks_of_runs(runs)
     keys, order = _sort_buffers(arr, total)
     deferred = getattr(arr, "_deferred", None)
@@ -457,7 +455,8 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
                 wp.array(length, dtype=wp.int32, device=wb.DEVICE), row_list, int(gather),
                 arr.means, arr.cov_a,
                 arr.cov_b, arr.opacity, _levels(arr), arr.sh, arr.sh.shape[1], *shared,
-                arr.record, arr.rect, arr.touched, tile_count, late_rows, counts, keys, order],
+                arr.record, arr.rect, arr.touched, tile_count, late_rows, counts, keys, order,
+                _placeholder(float) if key_bias is None else key_bias, int(key_bias is not None)],
     )
     num_deferred, num = (int(c) for c in counts.numpy())
     arr.last_deferred = num_deferred
@@ -467,11 +466,24 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
         late = late[arr.touched_np[late] != 0]
         order.numpy()[num:num + len(late)] = late
         keys.numpy()[num:num + len(late)] = arr.depth_np[late]
+        if key_bias is not None:
+            keys.numpy()[num:num + len(late)] += key_bias.numpy()[late]
         num += len(late)
     return keys, order, num
 
 
-_NO_ROWS: dict = {}  # device -> a 1-entry row list for the consecutive-rows mode
+_PLACEHOLDERS: dict = {}  # (device, dtype) -> a 1-entry array for an unused kernel input
+
+
+def _placeholder(dtype):
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+
+    key = (wb.DEVICE, dtype)
+    if key not in _PLACEHOLDERS:
+        _PLACEHOLDERS[key] = wp.zeros(1, dtype=dtype, device=wb.DEVICE)
+    return _PLACEHOLDERS[key]
 
 
 def _original_array(arr, original: np.ndarray | None):
@@ -502,7 +514,7 @@ def render_runs(
     tile_size: int,
     original: np.ndarray | None,  # [rows] original index of each row (depth ties), or None
     projection: str | None = None,
-    key_bias=None,  # callable: [D] drawn rows -> [D] added to their depth-sort keys
+    key_bias=None,  # [rows of arr] Warp float array added to the drawn rows' sort keys
     gather: bool = False,
     rows: np.ndarray | None = None,  # [R] rows to project instead of ``runs`` (gathered)
 ):
@@ -544,7 +556,7 @@ def render_runs(
         raise RuntimeError("render_runs needs _SplatArrays(..., packed=True)")
     if projection == "simd":
         keys, order, num = _project_simd(arr, runs, shared, tile_count, gather=gather,
-                                         rows=rows)
+                                         rows=rows, key_bias=key_bias)
         if original is None:  # rows were appended out of order: ties by row, as listed
             original = np.arange(arr.num)
     else:  # today's arithmetic, one launch over the rows of every run
@@ -555,8 +567,8 @@ def render_runs(
         keys, order = _sort_buffers(arr, num)
         order.numpy()[:num] = drawn
         np.take(arr.depth_np, drawn, out=keys.numpy()[:num])
-    if key_bias is not None and num:  # LOD: the sort order only, not the depths drawn
-        keys.numpy()[:num] += key_bias(order.numpy()[:num])
+        if key_bias is not None:  # LOD: the sort order only, not the depths drawn
+            keys.numpy()[:num] += key_bias.numpy()[drawn]
     if SORT == "native":
         wp.launch(wc._depth_sort_kernel, dim=1, device=wb.DEVICE,
                   inputs=[keys, order, num, _original_array(arr, original),

@@ -676,6 +676,8 @@ class _Buffers:
     """
 
     def __init__(self, splats: GaussianSplats, hierarchy: LodHierarchy) -> None:
+        import warp as wp
+
         from bench.render import warp_backend as wb
 
         if splats.count_nonfinite():
@@ -698,6 +700,9 @@ class _Buffers:
         culling._levels(self.arrays).numpy()[m:] = merged_levels(hierarchy.merged_opacity)
         # Depth ties: originals by their index (as the exact path), merged ones after them.
         self.original = np.r_[hierarchy.order, splats.num + np.arange(merged.num)]
+        # Per row: its sort-key push this frame (far_layer_bias; read for drawn rows only).
+        self.row_bias = wp.zeros(self.arrays.num, dtype=float, device=wb.DEVICE)
+        self.row_bias_np = self.row_bias.numpy()
 
 
 def merged_levels(opacity: np.ndarray) -> np.ndarray:  # [P] effective opacity -> [P] float32
@@ -749,17 +754,17 @@ def render_cpu_lod(
                   tile_size=tile_size, original=buffers.original, gather=True)
     if CUT == "reference":
         rows = choose_rows(index, hierarchy, camera, blocks, config)
-        return culling.render_runs(
-            buffers.arrays, rows_to_runs(rows), camera,
-            key_bias=lambda drawn: far_layer_bias(hierarchy, camera, drawn), **common)
+        buffers.row_bias_np[rows] = far_layer_bias(hierarchy, camera, rows)
+        return culling.render_runs(buffers.arrays, rows_to_runs(rows), camera,
+                                   key_bias=buffers.row_bias, **common)
     from bench.render import warp_lod
 
     tree = getattr(hierarchy, "_tree", None)
     if tree is None:
-        tree = warp_lod.TreeArrays(hierarchy, buffers.arrays.num)
+        tree = warp_lod.TreeArrays(hierarchy, buffers.row_bias)
         object.__setattr__(hierarchy, "_tree", tree)
     rows = warp_lod.cut(tree, blocks, block_magnification(index, camera, blocks),
                         camera.position, pixel_size=config.pixel_size,
                         colour_tolerance=config.colour_tolerance, layer_bias=LAYER_BIAS)
     return culling.render_runs(buffers.arrays, None, camera, rows=rows,
-                               key_bias=lambda drawn: tree.row_bias_np[drawn], **common)
+                               key_bias=buffers.row_bias, **common)

@@ -260,6 +260,7 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
             __builtin_prefetch(record.data + (size_t)h * $RECORD_FLOATS, 1);
             __builtin_prefetch(out_rect.data + h, 1);
             __builtin_prefetch(out_touched.data + h, 1);
+            if (use_key_bias) __builtin_prefetch(key_bias.data + h);
         }
     }
     alignas(32) float P0[8], P1[8], P2[8], DEPTH[8], CA0[8], CA1[8], CA2[8], CB0[8], CB1[8],
@@ -404,7 +405,7 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
         }
         if (!draw[l]) continue;
         const int at = counts.data[1]++;  // drawn: appended to the depth sort's input
-        sort_keys.data[at] = DEPTH[l];
+        sort_keys.data[at] = use_key_bias ? DEPTH[l] + key_bias.data[g] : DEPTH[l];
         sort_rows.data[at] = g;
         out_touched.data[g] = (tx1[l] - tx0[l]) * (ty1[l] - ty0[l]);
         out_rect.data[g] = wp::vec4i(tx0[l], tx1[l], ty0[l], ty1[l]);
@@ -482,6 +483,8 @@ def _project_chunk(
     counts: wp.array(dtype=wp.int32),  # [2] lanes deferred, rows drawn
     sort_keys: wp.array(dtype=float),  # [>= drawn] depth keys of the drawn rows
     sort_rows: wp.array(dtype=wp.int32),  # [>= drawn] their rows
+    key_bias: wp.array(dtype=float),
+    use_key_bias: int,
     chunk: int,
 ): ...
 
@@ -521,12 +524,15 @@ def _project_simd_kernel(
     counts: wp.array(dtype=wp.int32),  # [2] lanes deferred, rows drawn
     sort_keys: wp.array(dtype=float),  # [>= drawn] depth keys of the drawn rows
     sort_rows: wp.array(dtype=wp.int32),  # [>= drawn] their rows
+    key_bias: wp.array(dtype=float),  # [N] added to a drawn row's sort key (not its depth)
+    use_key_bias: int,
 ):
     """Project 8 rows per thread in clang vector types (see PROJECT_CHUNK_SNIPPET)."""
     _project_chunk(chunk_start, chunk_len, rows, gathered, means, cov_a, cov_b, opacity, level,
                    sh, sh_row, degree, rot, trans, centre, model, intr, dist, lim, max_theta,
                    width, height, tile_size, tiles_x, tiles_y, record, out_rect, out_touched,
-                   tile_count, deferred, counts, sort_keys, sort_rows, wp.tid())
+                   tile_count, deferred, counts, sort_keys, sort_rows, key_bias, use_key_bias,
+                   wp.tid())
 
 
 @wp.kernel

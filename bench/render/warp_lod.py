@@ -177,7 +177,7 @@ def layer_codes(hierarchy) -> np.ndarray:  # -> [P] int32
 class TreeArrays:
     """What the cut reads, as Warp arrays (built once per hierarchy; the nodes not copied)."""
 
-    def __init__(self, hierarchy, num_rows: int) -> None:
+    def __init__(self, hierarchy, row_bias: wp.array) -> None:  # [rows] float32, written
         h = hierarchy
         self._keep = [h.nodes, layer_codes(h), np.ascontiguousarray(h.layer_mean, np.float64),
                       np.ascontiguousarray(h.layer_thin, np.float64)]  # aliased: kept alive
@@ -194,8 +194,8 @@ class TreeArrays:
         self.count = wp.zeros(1, dtype=wp.int32, device=wb.DEVICE)
         self.rows = wp.zeros(cap, dtype=wp.int32, device=wb.DEVICE)
         self.rows_np = self.rows.numpy()
-        self.row_bias = wp.zeros(num_rows, dtype=wp.float32, device=wb.DEVICE)
-        self.row_bias_np = self.row_bias.numpy()
+        self.row_bias = row_bias  # pushes of the layered rows drawn (the others stay 0)
+        self.row_bias_np = row_bias.numpy()
 
 
 def cut(tree: TreeArrays, blocks: np.ndarray,  # [V] visible block ids, ascending
@@ -203,7 +203,7 @@ def cut(tree: TreeArrays, blocks: np.ndarray,  # [V] visible block ids, ascendin
         camera_position: np.ndarray,  # [3] world
         *, pixel_size: float, colour_tolerance: float | None,
         layer_bias: float) -> np.ndarray:  # -> [R] int32 rows, ascending
-    """Rows to draw for one frame; their depth-sort push lands in ``tree.row_bias_np``.
+    """Rows to draw for one frame; the pushes of the layered ones land in ``tree.row_bias``.
 
     The same rows as ``lod.choose_rows`` and the pushes of ``lod.far_layer_bias`` (tested
     against both), ascending as the reference's (the projection then reads the device

@@ -314,7 +314,9 @@ def test_native_cut_draws_the_reference_rows_and_pushes(room, scene):
     splats = room if scene == "room" else panel_scene()
     index, h = C.spatial_index(splats), L.lod_hierarchy(splats)
     render(splats, cams()[0], backend="cpu", lod=LodConfig())  # builds the device buffers
-    tree = warp_lod.TreeArrays(h, h._buffers.arrays.num)
+    import warp as wp
+
+    tree = warp_lod.TreeArrays(h, wp.zeros(h._buffers.arrays.num, dtype=float, device="cpu"))
     eyes = [(0.3, 0.2, 1.2), (-0.4, 0.1, -0.8), (0.0, -1.5, 0.2)]  # both sides of the panel
     views = cams() + [Camera.pinhole_from_fov(48, 48, fov_x_deg=60.0,
                                               world_from_camera=look_from(e)) for e in eyes]
