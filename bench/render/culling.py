@@ -430,11 +430,7 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
         gather, total = True, len(rows)
     if gather:
         listed = _concat_ranges(runs).astype(np.int32) if rows is None else rows
-        # 24 padding entries (row 0): the kernel prefetches the rows two chunks ahead
-        row_list = wp.array(np.r_[np.asarray(listed, np.int32), np.zeros(24, np.int32)],
-                            dtype=wp.int32, device=wb.DEVICE)
-        start = np.arange(0, total, CHUNK, dtype=np.int32)
-        length = np.minimum(CHUNK, total - start).astype(np.int32)
+        row_list, start, length = _gather_lists(arr, listed)
     else:
         row_list = _placeholder(wp.int32)
         start, length = chunks_of_runs(runs)
@@ -449,10 +445,12 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
     arr.last_deferred = 0
     if len(start) == 0:
         return keys, order, 0
+    if isinstance(start, np.ndarray):
+        start = wp.array(start, dtype=wp.int32, device=wb.DEVICE)
+        length = wp.array(length, dtype=wp.int32, device=wb.DEVICE)
     wp.launch(
         wc._project_simd_kernel, dim=len(start), device=wb.DEVICE,
-        inputs=[wp.array(start, dtype=wp.int32, device=wb.DEVICE),
-                wp.array(length, dtype=wp.int32, device=wb.DEVICE), row_list, int(gather),
+        inputs=[start, length, row_list, int(gather),
                 arr.means, arr.cov_a,
                 arr.cov_b, arr.opacity, _levels(arr), arr.sh, arr.sh.shape[1], *shared,
                 arr.record, arr.rect, arr.touched, tile_count, late_rows, counts, keys, order,
@@ -470,6 +468,39 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
             keys.numpy()[num:num + len(late)] += key_bias.numpy()[late]
         num += len(late)
     return keys, order, num
+
+
+def _gather_lists(arr, listed: np.ndarray):  # [R] rows -> Warp row list, chunk starts, lengths
+    """The gathered projection's inputs in buffers kept with ``arr`` (grown as needed).
+
+    The row list has 24 padding entries (row 0): the kernel prefetches the rows two
+    chunks ahead of the one it projects.
+    """
+    import warp as wp
+
+    from bench.render import warp_backend as wb
+
+    total = len(listed)
+    lists = getattr(arr, "_gather", None)
+    if lists is None or lists[0].shape[0] < total + 24:
+        cap = max(1024, total + total // 4) + 24
+        chunks = -(-cap // CHUNK)
+        lists = (wp.zeros(cap, dtype=wp.int32, device=wb.DEVICE),
+                 wp.array(np.arange(0, chunks * CHUNK, CHUNK, dtype=np.int32), device=wb.DEVICE),
+                 wp.full(chunks, CHUNK, dtype=wp.int32, device=wb.DEVICE))
+        arr._gather, arr._gather_last = lists, -1
+    rows, start, length = lists
+    rows_np = rows.numpy()
+    rows_np[:total] = listed
+    rows_np[total:total + 24] = 0
+    length_np = length.numpy()
+    if arr._gather_last >= 0:  # the previous call's short last chunk: full again
+        length_np[arr._gather_last] = CHUNK
+    num_chunks = -(-total // CHUNK)
+    if num_chunks:
+        length_np[num_chunks - 1] = total - CHUNK * (num_chunks - 1)
+    arr._gather_last = num_chunks - 1
+    return rows, start[:num_chunks], length[:num_chunks]
 
 
 _PLACEHOLDERS: dict = {}  # (device, dtype) -> a 1-entry array for an unused kernel input

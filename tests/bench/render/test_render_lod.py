@@ -360,3 +360,16 @@ def test_merged_gaussians_end_at_their_own_rim_alpha(room):
     np.testing.assert_array_equal(level[m:], L.merged_levels(h.merged_opacity))
     opacity = arr.opacity.numpy()[:m]  # the originals: the exact path's own (libm's logf)
     np.testing.assert_allclose(level[:m], np.log(opacity / np.float32(K.ALPHA_MIN)), rtol=1e-6)
+
+
+def test_frames_of_other_cut_sizes_in_between_change_nothing(room):
+    """The gathered projection's kept buffers (row list, chunk lengths) reset every frame."""
+    cam = cams()[1]
+    big, small = LodConfig(pixel_size=0.5), LodConfig(pixel_size=6.0, colour_tolerance=None)
+    first_small = render(room, cam, backend="cpu", lod=small)
+    first_big = render(room, cam, backend="cpu", lod=big)
+    again_small = render(room, cam, backend="cpu", lod=small)
+    again_big = render(room, cam, backend="cpu", lod=big)
+    np.testing.assert_array_equal(first_small.rgb, again_small.rgb)
+    np.testing.assert_array_equal(first_big.rgb, again_big.rgb)
+    assert np.abs(first_small.rgb - first_big.rgb).max() > 0.05  # two different cuts
