@@ -35,9 +35,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-DEFAULT_POINTS = ["0.35:0.05", "0.5:0.05", "0.7:0.05", "0.8:0.05", "1:0.05", "1:0.1", "1.5:0.05",
-                  "1.5:0.1",
-                  "2:0.1", "1:none", "1.5:none", "2:none"]
+DEFAULT_POINTS = ["0.35:0.05", "0.5:0.05", "0.7:0.05", "0.8:0.05", "1:0.05", "1:0.1",
+                  "1.5:0.05", "1.5:0.1", "2:0.1", "1:none", "1.5:none", "2:none"]
 
 
 def parse_point(text: str):
