@@ -10,8 +10,9 @@ Contenders, all on ONE thread in the same process, interleaved frame by frame on
   ``bench_render_scale.py`` also counts the identical black corners and reads ~1 dB higher).
 
 Reported per point: median CPU time per frame (``time.process_time``), frames/s from it,
-mean PSNR, Gaussians drawn per frame and the CPU time of the per-frame tree cut alone
-(timed in a separate call). ``--diagnose`` adds where the error is on the first image size:
+mean PSNR, Gaussians drawn per frame and the CPU time of the frame's own tree cut alone
+(block culling + ``warp_lod.cut``) and of its numpy reference ``lod.choose_rows`` (each
+timed in a separate call). ``--diagnose`` adds where the error is on the first image size:
 the share of squared error on depth edges, on pixels the LOD leaves less opaque than
 0.98, and elsewhere; the exact image against the exact image of a second draw of the same
 room (``seed=1``: what two equally good reconstructions differ by) and against a 4x
@@ -74,7 +75,7 @@ def depth_edges(depth: np.ndarray, jump: float = 0.1) -> np.ndarray:  # [H, W] -
 
 
 def time_cell(splats, cams, configs, frames: int, diagnose: bool) -> dict:
-    from bench.render import culling, lod, render
+    from bench.render import culling, lod, render, warp_lod
 
     index, hierarchy = culling.spatial_index(splats), lod.lod_hierarchy(splats)
     render(splats, cams[0], backend="cpu")  # warm-up: upload, compile, allocate
@@ -85,6 +86,7 @@ def time_cell(splats, cams, configs, frames: int, diagnose: bool) -> dict:
     quality = {k: [] for k in names}
     drawn = {k: [] for k in names}
     cut = {k: [] for k in names}
+    cut_numpy = {k: [] for k in names}
     shares = {k: np.zeros(3) for k in names}
     for i in range(frames):
         cam = cams[i % len(cams)]
@@ -98,9 +100,16 @@ def time_cell(splats, cams, configs, frames: int, diagnose: bool) -> dict:
             out = render(splats, cam, backend="cpu", lod=cfg)
             cpu[name].append(time.process_time() - c0)
             quality[name].append(psnr(out.rgb[valid], exact.rgb[valid]))
-            c0 = time.process_time()
-            rows = lod.choose_rows(index, hierarchy, cam, culling.visible_blocks(index, cam), cfg)
+            c0 = time.process_time()  # the frame's own cut: block culling + the native walk
+            blocks = culling.visible_blocks(index, cam)
+            rows = warp_lod.cut(hierarchy._tree, blocks,
+                                lod.block_magnification(index, cam, blocks), cam.position,
+                                pixel_size=cfg.pixel_size,
+                                colour_tolerance=cfg.colour_tolerance, layer_bias=lod.LAYER_BIAS)
             cut[name].append(time.process_time() - c0)
+            c0 = time.process_time()  # the numpy reference of the same cut
+            lod.choose_rows(index, hierarchy, cam, culling.visible_blocks(index, cam), cfg)
+            cut_numpy[name].append(time.process_time() - c0)
             drawn[name].append(len(rows))
             if diagnose:
                 err = ((out.rgb - exact.rgb).astype(np.float64) ** 2).sum(-1)
@@ -111,6 +120,7 @@ def time_cell(splats, cams, configs, frames: int, diagnose: bool) -> dict:
             "psnr": {k: float(np.mean(v)) for k, v in quality.items()},
             "drawn": {k: float(np.mean(v)) for k, v in drawn.items()},
             "cut": {k: float(np.median(v)) for k, v in cut.items()},
+            "cut_numpy": {k: float(np.median(v)) for k, v in cut_numpy.items()},
             "shares": {k: v / max(v.sum(), 1e-300) for k, v in shares.items()}}
 
 
@@ -187,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                              "lod_ms": 1000 * res["cpu"][k], "lod_fps": 1 / res["cpu"][k],
                              "speedup": res["cpu"]["exact"] / res["cpu"][k],
                              "psnr_db": res["psnr"][k], "drawn": res["drawn"][k],
-                             "cut_ms": 1000 * res["cut"][k]})
+                             "cut_ms": 1000 * res["cut"][k],
+                             "cut_numpy_ms": 1000 * res["cut_numpy"][k]})
                 print(rows[-1], file=sys.stderr, flush=True)
                 if args.diagnose and s_i == 0:
                     diag.append({"camera": model, "point": k, "psnr_db": res["psnr"][k],
@@ -201,18 +212,20 @@ def main(argv: list[str] | None = None) -> int:
             print(model, floor[model], file=sys.stderr, flush=True)
 
     header = ["image", "camera", "pixel_size", "colour tol.", "exact ms", "LOD ms", "LOD fps",
-              "speed-up", "PSNR dB", "drawn / frame", "cut ms"]
+              "speed-up", "PSNR dB", "drawn / frame", "cut ms", "numpy cut ms"]
     cells = [[r["size"], r["camera"], f"{r['pixel_size']:g}",
               "none" if r["colour_tolerance"] is None else f"{r['colour_tolerance']:g}",
               f"{r['exact_ms']:.0f}", f"{r['lod_ms']:.1f}", f"{r['lod_fps']:.0f}",
               f"{r['speedup']:.0f}x", f"{r['psnr_db']:.1f}", f"{r['drawn']:,.0f}",
-              f"{r['cut_ms']:.1f}"] for r in rows]
+              f"{r['cut_ms']:.1f}", f"{r['cut_numpy_ms']:.1f}"] for r in rows]
     tables = [Table("Median CPU time per frame (`time.process_time`, ms) on one thread, "
                     f"{args.gaussians:,} Gaussians; fps = 1 / LOD ms; PSNR of the LOD image "
                     "against the exact one over the valid pixels, mean over the frames; "
                     "drawn = Gaussians (originals + merged nodes) per frame; cut = the "
-                    "per-frame tree cut alone (included in LOD ms).", header, cells,
-                    align=["l"] * 4 + ["r"] * 7)]
+                    "frame's own tree cut alone (block culling, magnification and "
+                    "`warp_lod.cut`; included in LOD ms), numpy cut = its reference "
+                    "`lod.choose_rows` (timed apart, not used by the frame).", header, cells,
+                    align=["l"] * 4 + ["r"] * 8)]
     build = [[f"{args.gaussians:,}", f"{t_index:.2f}", f"{t_lod:.2f}",
               f"{hierarchy.merged.num:,}", str(len(hierarchy.level_start))]]
     tables.append(Table("Built once per scene (CPU time, s):",
