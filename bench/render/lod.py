@@ -22,15 +22,17 @@ straight from its members:
   Gaussians stays opaque (an effective opacity above 1 gives a flat-topped footprint;
   the per-pixel clamp at ``ALPHA_MAX`` still applies) and a sparse node fades.
 
-Per frame (:func:`choose_rows`) the tree is cut top-down from the visible blocks: a
-node is drawn merged when its own largest standard deviation, projected at its block's
-distance, is at most ``pixel_size`` pixels (inflated by the node's colour spread over
-``colour_tolerance``); else its children are tested; single Gaussians are drawn as they
-are. Merged nodes on the far side of a layered cut, seen from the camera, are sorted
-behind the near layer (:func:`far_layer_bias`). The originals (tree order) and the
-merged pool sit in one set of device arrays
-(uploaded once per scene), so a frame is a list of rows of it, rendered by the exact
-path's driver (:func:`bench.render.culling.render_runs`). With a tiny ``pixel_size``
+Per frame (:func:`bench.render.warp_lod.cut`, a native kernel; :func:`choose_rows` is its
+numpy reference) the tree is cut top-down from the visible blocks: a node is drawn merged
+when its own largest standard deviation, projected at its block's distance, is at most
+``pixel_size`` pixels (inflated by the node's colour spread over ``colour_tolerance``);
+else its children are tested; single Gaussians are drawn as they are. Merged nodes on the
+far side of a layered cut, seen from the camera, are sorted behind the near layer
+(:func:`far_layer_bias`). A merged node's drawn extent ends where its alpha falls to
+:data:`MERGED_ALPHA_MIN` (:func:`merged_levels`). The originals (tree order) and the
+merged pool sit in one set of device arrays (uploaded once per scene), so a frame is a
+list of rows of it, rendered by the exact path's driver
+(:func:`bench.render.culling.render_runs`). With a tiny ``pixel_size``
 every original is drawn and the image equals the exact one bit for bit.
 """
 
