@@ -754,6 +754,8 @@ def render_cpu_lod(
     blocks = culling.visible_blocks(index, camera)
     common = dict(degree=degree, background=background, occluder_depth=occluder_depth,
                   tile_size=tile_size, original=buffers.original, gather=True)
+    if CUT not in CUTS:  # pragma: no cover - a developer's switch, not a user input
+        raise ValueError(f"lod.CUT must be one of {CUTS}, got {CUT!r}")
     if CUT == "reference":
         rows = choose_rows(index, hierarchy, camera, blocks, config)
         buffers.row_bias_np[rows] = far_layer_bias(hierarchy, camera, rows)
