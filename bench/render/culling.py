@@ -433,7 +433,8 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
         row_list, start, length = _gather_lists(arr, listed)
     else:
         row_list = _placeholder(wp.int32)
-        start, length = chunks_of_runs(runs)
+        start, length = (wp.array(a, dtype=wp.int32, device=wb.DEVICE)
+                         for a in chunks_of_runs(runs))
     keys, order = _sort_buffers(arr, total)
     deferred = getattr(arr, "_deferred", None)
     if deferred is None:
@@ -445,9 +446,6 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
     arr.last_deferred = 0
     if len(start) == 0:
         return keys, order, 0
-    if isinstance(start, np.ndarray):
-        start = wp.array(start, dtype=wp.int32, device=wb.DEVICE)
-        length = wp.array(length, dtype=wp.int32, device=wb.DEVICE)
     wp.launch(
         wc._project_simd_kernel, dim=len(start), device=wb.DEVICE,
         inputs=[start, length, row_list, int(gather),

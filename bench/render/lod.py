@@ -151,35 +151,13 @@ class LodHierarchy:
     layer_gap: np.ndarray
     layer_spread: np.ndarray
 
-    @property
-    def child_lo(self) -> np.ndarray:  # [sum K_k] int32
-        """``nodes["child_lo"]`` (a view)."""
-        return self.nodes["child_lo"]
-
-    @property
-    def child_hi(self) -> np.ndarray:  # [sum K_k] int32
-        """``nodes["child_hi"]`` (a view)."""
-        return self.nodes["child_hi"]
-
-    @property
-    def node_row(self) -> np.ndarray:  # [sum K_k] int32
-        """``nodes["row"]`` (a view)."""
-        return self.nodes["row"]
-
-    @property
-    def node_sigma(self) -> np.ndarray:  # [sum K_k] float64
-        """``nodes["sigma"]`` (a view)."""
-        return self.nodes["sigma"]
-
-    @property
-    def node_mixed(self) -> np.ndarray:  # [sum K_k] bool
-        """``nodes["mixed"]`` (a view)."""
-        return self.nodes["mixed"]
-
-    @property
-    def node_colour_std(self) -> np.ndarray:  # [sum K_k] float64
-        """``nodes["colour_std"]`` (a view)."""
-        return self.nodes["colour_std"]
+    # Views of the node records (one field of ``nodes`` each; documented above).
+    child_lo = property(lambda self: self.nodes["child_lo"])  # [sum K_k] int32
+    child_hi = property(lambda self: self.nodes["child_hi"])  # [sum K_k] int32
+    node_row = property(lambda self: self.nodes["row"])  # [sum K_k] int32
+    node_sigma = property(lambda self: self.nodes["sigma"])  # [sum K_k] float64
+    node_mixed = property(lambda self: self.nodes["mixed"])  # [sum K_k] bool
+    node_colour_std = property(lambda self: self.nodes["colour_std"])  # [sum K_k] float64
 
 
 # One tree node as the per-frame cut reads it (``warp_lod.LodNode`` has the same layout).
@@ -577,7 +555,7 @@ def build_hierarchy(splats: GaussianSplats, index: culling.SpatialIndex) -> LodH
         centre -= thin * np.einsum("ij,ij->i", centre - middle, thin)[:, None]
         reach = np.concatenate(sigma)[has, None] if sigma else 0.0  # node's largest std
         covered[has] = ((centre >= lo - reach) & (centre <= hi + reach)).all(axis=1)
-    nodes["layered"][merged_ids] = (merged_layer >= 0) & (merged_side != 0) & covered
+    nodes["layered"][merged_ids] = layer_codes(merged_layer, merged_side, covered) >= 0
     return LodHierarchy(order=order, level_start=tuple(level_start), level_offset=level_offset,
                         nodes=nodes, node_block=node_block, merged=pool,
                         merged_opacity=np.concatenate(opacity).astype(np.float32) if opacity
@@ -637,6 +615,17 @@ def choose_rows(index: culling.SpatialIndex, hierarchy: LodHierarchy, camera: Ca
         frontier = culling._concat_ranges(np.stack([h.child_lo[split], h.child_hi[split]],
                                                    axis=1))
     return np.sort(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
+
+
+def layer_codes(merged_layer: np.ndarray, merged_side: np.ndarray,  # [P], [P]
+                covered: np.ndarray) -> np.ndarray:  # [P] bool -> [P] int32
+    """Per merged row: 2 x its layered split + (side > 0) where a push may apply, else -1.
+
+    Where :func:`far_layer_bias` may push a row: on a layered split, on one side of its
+    gap, and covered by the other side (the nodes' ``layered`` flag is ``code >= 0``).
+    """
+    return np.where((merged_layer >= 0) & (merged_side != 0) & covered,
+                    2 * merged_layer + (merged_side > 0), -1).astype(np.int32)
 
 
 def far_layer_bias(hierarchy: LodHierarchy, camera: Camera,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from bench.render import lod
 from bench.render import warp_backend as wb
 
 
@@ -167,25 +168,19 @@ def _device(values: np.ndarray, dtype) -> wp.array:
     return wp.array(np.ascontiguousarray(values), dtype=dtype, device=wb.DEVICE, copy=False)
 
 
-def layer_codes(hierarchy) -> np.ndarray:  # -> [P] int32
-    """Per merged row: 2 x its layered split + (side > 0) where a push may apply, else -1."""
-    h = hierarchy
-    return np.where((h.merged_layer >= 0) & (h.merged_side != 0) & h.merged_covered,
-                    2 * h.merged_layer + (h.merged_side > 0), -1).astype(np.int32)
-
-
 class TreeArrays:
     """What the cut reads, as Warp arrays (built once per hierarchy; the nodes not copied)."""
 
     def __init__(self, hierarchy, row_bias: wp.array) -> None:  # [rows] float32, written
         h = hierarchy
-        self._keep = [h.nodes, layer_codes(h), np.ascontiguousarray(h.layer_mean, np.float64),
-                      np.ascontiguousarray(h.layer_thin, np.float64)]  # aliased: kept alive
+        code = lod.layer_codes(h.merged_layer, h.merged_side, h.merged_covered)
+        mean = np.ascontiguousarray(h.layer_mean, np.float64)
+        thin = np.ascontiguousarray(h.layer_thin, np.float64)
+        self._keep = [h.nodes, code, mean, thin]  # what the Warp views alias: kept alive
         self.nodes = _device(h.nodes, LodNode)
         self.num_originals = m = len(h.order)
-        self.layers = [_device(self._keep[1], wp.int32), _device(self._keep[2], wp.vec3d),
-                       _device(self._keep[3], wp.vec3d), _device(h.layer_gap, wp.float64),
-                       _device(h.layer_spread, wp.float64)]
+        self.layers = [_device(code, wp.int32), _device(mean, wp.vec3d), _device(thin, wp.vec3d),
+                       _device(h.layer_gap, wp.float64), _device(h.layer_spread, wp.float64)]
         cap = max(m, 1)  # a level never holds more nodes than the tree has originals
         self.scratch = [wp.zeros(cap, dtype=wp.int32, device=wb.DEVICE) for _ in range(4)]
         self.blocks = wp.zeros(max(len(h.level_start[0]) - 1, 1), dtype=wp.int64,
