@@ -93,6 +93,32 @@ def test_committed_yubi_predictor_tables_regenerate(tmp_path):
         ROOT / "results/yubi/tables/reliability.csv").read_bytes()
 
 
+def test_committed_demo_predictor_tables_regenerate(tmp_path):
+    # results/demo-predictors is derived from the committed results/demo/tables: it must be
+    # regenerated whenever the demo is (it was stale once, from an older demo).
+    import bench.cli
+
+    inputs, out = tmp_path / "inputs", tmp_path / "predictors"
+    assert bench.cli.main(["reliability-inputs", "--study-tables",
+                           str(ROOT / "results/demo/tables"), "--out", str(inputs)]) == 0
+    committed = ROOT / "results/demo-predictors"
+    for name in ("scores.csv", "labels.csv"):
+        assert (inputs / name).read_bytes() == (committed / "inputs" / name).read_bytes(), name
+    assert bench.cli.main(["reliability", "--scores", str(inputs / "scores.csv"), "--labels",
+                           str(inputs / "labels.csv"), "--method", "all", "--out",
+                           str(out)]) == 0
+    tables = committed / "predictors"
+    for path in sorted(tables.glob("*.csv")) + sorted(tables.glob("*.md")):
+        assert (out / path.name).read_bytes() == path.read_bytes(), path.name
+    # its threshold rows count what the demo's own reliability table counts
+    own = {row.split(",")[0]: row.split(",")[1] for row in
+           (ROOT / "results/demo/tables/reliability.csv").read_text().splitlines()[1:]}
+    for row in (tables / "reliability.csv").read_text().splitlines()[1:]:
+        method, cup = row.split(",")[:2]
+        name = method if method == "Always reliable" else "test:" + method.split()[0]
+        assert own[name] == cup, method
+
+
 def test_yubi_pilot_file_holds_the_published_real_counts():
     from protocols.yubi import load_yubi
 
