@@ -11,7 +11,8 @@ Contenders, all on ONE thread in the same process, interleaved frame by frame on
 
 Reported per point: median CPU time per frame (``time.process_time``), frames/s from it,
 mean PSNR, Gaussians drawn per frame and the CPU time of the frame's own tree cut alone
-(block culling + ``warp_lod.cut``) and of its numpy reference ``lod.choose_rows`` (each
+(``warp_lod.frame_cut``: block culling, magnification and the walk in one launch)
+and of its numpy reference (``culling.visible_blocks`` + ``lod.choose_rows``; each
 timed in a separate call). ``--diagnose`` adds where the error is on the first image size:
 the share of squared error on depth edges, on pixels the LOD leaves less opaque than
 0.98, and elsewhere; the exact image against the exact image of a second draw of the same
@@ -101,11 +102,9 @@ def time_cell(splats, cams, configs, frames: int, diagnose: bool) -> dict:
             cpu[name].append(time.process_time() - c0)
             quality[name].append(psnr(out.rgb[valid], exact.rgb[valid]))
             c0 = time.process_time()  # the frame's own cut: block culling + the native walk
-            blocks = culling.visible_blocks(index, cam)
-            rows = warp_lod.cut(hierarchy._tree, blocks,
-                                lod.block_magnification(index, cam, blocks), cam.position,
-                                pixel_size=cfg.pixel_size,
-                                colour_tolerance=cfg.colour_tolerance, layer_bias=lod.LAYER_BIAS)
+            rows = warp_lod.frame_cut(hierarchy._tree, cam, pixel_size=cfg.pixel_size,
+                                      colour_tolerance=cfg.colour_tolerance,
+                                      layer_bias=lod.LAYER_BIAS)
             cut[name].append(time.process_time() - c0)
             c0 = time.process_time()  # the numpy reference of the same cut
             lod.choose_rows(index, hierarchy, cam, culling.visible_blocks(index, cam), cfg)
@@ -222,9 +221,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"{args.gaussians:,} Gaussians; fps = 1 / LOD ms; PSNR of the LOD image "
                     "against the exact one over the valid pixels, mean over the frames; "
                     "drawn = Gaussians (originals + merged nodes) per frame; cut = the "
-                    "frame's own tree cut alone (block culling, magnification and "
-                    "`warp_lod.cut`; included in LOD ms), numpy cut = its reference "
-                    "`lod.choose_rows` (timed apart, not used by the frame).", header, cells,
+                    "frame's own tree cut alone (`warp_lod.frame_cut`: block culling, "
+                    "magnification and the walk in one launch; included in LOD ms), numpy "
+                    "cut = its reference (`culling.visible_blocks` + `lod.choose_rows`; "
+                    "timed apart, not used by the frame).", header, cells,
                     align=["l"] * 4 + ["r"] * 8)]
     build = [[f"{args.gaussians:,}", f"{t_index:.2f}", f"{t_lod:.2f}",
               f"{hierarchy.merged.num:,}", str(len(hierarchy.level_start))]]

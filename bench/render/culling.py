@@ -148,6 +148,39 @@ def build_index(splats: GaussianSplats, *, per_block: int = TARGET_PER_BLOCK) ->
     )
 
 
+def pinhole_planes(camera: Camera) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The widened pinhole frustum's four side planes, as :func:`_boxes_visible` tests them.
+
+    Returns their inward unit normals [4, 3] (camera frame, through the centre), the
+    vectors [4, 3] a box's half extents (world axes) are dotted with for its half width
+    along each normal (``|R|^T |n|``), and the footprint growth [4] per metre of sigma.
+    """
+    rot = camera.camera_from_world[:3, :3]
+    absrot = np.abs(rot)
+    extra = K.FRUSTUM_CLAMP - 1.0
+    tan_x, tan_y = 0.5 * camera.width / camera.fx, 0.5 * camera.height / camera.fy
+    lim = ((camera.width - camera.cx) / camera.fx + extra * tan_x,
+           camera.cx / camera.fx + extra * tan_x,
+           (camera.height - camera.cy) / camera.fy + extra * tan_y,
+           camera.cy / camera.fy + extra * tan_y)
+    k = math.sqrt(1.0 + max(lim[0], lim[1]) ** 2 + max(lim[2], lim[3]) ** 2)
+    f_max = max(camera.fx, camera.fy)
+    m = _PIXEL_MARGIN
+    # Inward normals (camera frame) of the widened frustum's planes through the centre:
+    # u > -m: f x + (cx + m) z > 0, u < W + m: -f x + (W - cx + m) z > 0, same for v.
+    normals = np.array([
+        [camera.fx, 0.0, camera.cx + m],
+        [-camera.fx, 0.0, camera.width - camera.cx + m],
+        [0.0, camera.fy, camera.cy + m],
+        [0.0, -camera.fy, camera.height - camera.cy + m],
+    ])
+    norms = np.linalg.norm(normals, axis=1)
+    normals /= norms[:, None]
+    support = np.stack([absrot.T @ np.abs(nrm) for nrm in normals])
+    grow = np.array([3.0 * k * f_max / norm for norm in norms])  # footprint radius bound
+    return normals, support, grow
+
+
 def _boxes_visible(camera: Camera, lo: np.ndarray, hi: np.ndarray,
                    sigma: np.ndarray) -> np.ndarray:  # [B, 3], [B, 3], [B] -> [B] bool
     """Conservative: False only if no Gaussian centred in the box can be drawn."""
@@ -156,35 +189,14 @@ def _boxes_visible(camera: Camera, lo: np.ndarray, hi: np.ndarray,
     centre_w = 0.5 * (lo + hi)
     half_w = 0.5 * (hi - lo)
     c = centre_w @ rot.T + trans  # box centre in camera coordinates
-    # Half extents of the world box along each camera axis (|R| h), for plane tests.
-    absrot = np.abs(rot)
     if camera.model == "pinhole":
-        extra = K.FRUSTUM_CLAMP - 1.0
-        tan_x, tan_y = 0.5 * camera.width / camera.fx, 0.5 * camera.height / camera.fy
-        lim = ((camera.width - camera.cx) / camera.fx + extra * tan_x,
-               camera.cx / camera.fx + extra * tan_x,
-               (camera.height - camera.cy) / camera.fy + extra * tan_y,
-               camera.cy / camera.fy + extra * tan_y)
-        k = math.sqrt(1.0 + max(lim[0], lim[1]) ** 2 + max(lim[2], lim[3]) ** 2)
-        f_max = max(camera.fx, camera.fy)
-        m = _PIXEL_MARGIN
-        # Inward normals (camera frame) of the widened frustum's planes through the centre:
-        # u > -m: f x + (cx + m) z > 0, u < W + m: -f x + (W - cx + m) z > 0, same for v.
-        normals = np.array([
-            [camera.fx, 0.0, camera.cx + m],
-            [-camera.fx, 0.0, camera.width - camera.cx + m],
-            [0.0, camera.fy, camera.cy + m],
-            [0.0, -camera.fy, camera.height - camera.cy + m],
-        ])
-        norms = np.linalg.norm(normals, axis=1)
-        normals /= norms[:, None]
         visible = np.ones(len(lo), bool)
-        for nrm, norm in zip(normals, norms, strict=True):
-            support = half_w @ (absrot.T @ np.abs(nrm))  # the box's half width along nrm
-            grow = 3.0 * k * f_max / norm * sigma  # footprint radius bound, in metres
+        for nrm, along, g in zip(*pinhole_planes(camera), strict=True):
+            support = half_w @ along  # the box's half width along nrm
+            grow = g * sigma  # footprint radius bound, in metres
             visible &= c @ nrm + support + grow >= 0.0
         # The near plane tests the centre only (no growth), like the kernel.
-        visible &= c[:, 2] + half_w @ absrot[2] >= K.NEAR_PLANE
+        visible &= c[:, 2] + half_w @ np.abs(rot)[2] >= K.NEAR_PLANE
         return visible
     # Fisheye: the cone of half-angle max_theta around +z, against the box's bounding sphere.
     radius = np.linalg.norm(half_w, axis=1)
@@ -394,17 +406,18 @@ def _project_rows(arr, rows, shared: list, tile_count, *, num: int | None = None
     """Today's per-Gaussian arithmetic (``warp_culled._project_rows_kernel``) on ``rows[:num]``."""
     import warp as wp
 
+    from bench.render import replay
     from bench.render import warp_backend as wb
     from bench.render import warp_culled as wc
 
     if isinstance(rows, np.ndarray):
         rows = wp.array(rows, dtype=wp.int32, device=wb.DEVICE)
-    wp.launch(
-        wc._project_rows_kernel, dim=rows.shape[0] if num is None else num, device=wb.DEVICE,
+    replay.launch(
+        arr, wc._project_rows_kernel, dim=rows.shape[0] if num is None else num,
+        device=wb.DEVICE,
         inputs=[rows, arr.means, arr.cov_a, arr.cov_b, arr.opacity, _levels(arr), arr.sh,
-                *shared, arr.xy,
-                arr.conic, arr.ext, arr.depth, arr.color, arr.rect, arr.touched, tile_count,
-                arr.rec_opacity],
+                *shared, arr.xy, arr.conic, arr.ext, arr.depth, arr.color, arr.rect,
+                arr.touched, tile_count, arr.rec_opacity],
     )
 
 
@@ -421,6 +434,7 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
     """
     import warp as wp
 
+    from bench.render import replay
     from bench.render import warp_backend as wb
     from bench.render import warp_culled as wc
 
@@ -430,11 +444,12 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
         gather, total = True, len(rows)
     if gather:
         listed = _concat_ranges(runs).astype(np.int32) if rows is None else rows
-        row_list, start, length = _gather_lists(arr, listed)
+        row_list, start, length, num_chunks = _gather_lists(arr, listed)
     else:
         row_list = _placeholder(wp.int32)
         start, length = (wp.array(a, dtype=wp.int32, device=wb.DEVICE)
                          for a in chunks_of_runs(runs))
+        num_chunks = len(start)
     keys, order = _sort_buffers(arr, total)
     deferred = getattr(arr, "_deferred", None)
     if deferred is None:
@@ -444,10 +459,10 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
     late_rows, counts = deferred  # counts: [deferred, drawn]
     counts.zero_()
     arr.last_deferred = 0
-    if len(start) == 0:
+    if num_chunks == 0:
         return keys, order, 0
-    wp.launch(
-        wc._project_simd_kernel, dim=len(start), device=wb.DEVICE,
+    replay.launch(
+        arr, wc._project_simd_kernel, dim=num_chunks, device=wb.DEVICE,
         inputs=[start, length, row_list, int(gather),
                 arr.means, arr.cov_a,
                 arr.cov_b, arr.opacity, _levels(arr), arr.sh, arr.sh.shape[1], *shared,
@@ -468,11 +483,12 @@ def _project_simd(arr, runs: np.ndarray | None, shared: list, tile_count, *,
     return keys, order, num
 
 
-def _gather_lists(arr, listed: np.ndarray):  # [R] rows -> Warp row list, chunk starts, lengths
+def _gather_lists(arr, listed: np.ndarray):  # [R] rows -> Warp row list, starts, lengths, K
     """The gathered projection's inputs in buffers kept with ``arr`` (grown as needed).
 
     The row list has 24 padding entries (row 0): the kernel prefetches the rows two
-    chunks ahead of the one it projects.
+    chunks ahead of the one it projects. The chunk starts and lengths are whole buffers
+    of which the first ``K`` (returned last) are this list's (no per-frame Warp views).
     """
     import warp as wp
 
@@ -498,7 +514,7 @@ def _gather_lists(arr, listed: np.ndarray):  # [R] rows -> Warp row list, chunk 
     if num_chunks:
         length_np[num_chunks - 1] = total - CHUNK * (num_chunks - 1)
     arr._gather_last = num_chunks - 1
-    return rows, start[:num_chunks], length[:num_chunks]
+    return rows, start, length, num_chunks
 
 
 _PLACEHOLDERS: dict = {}  # (device, dtype) -> a 1-entry array for an unused kernel input
@@ -558,6 +574,7 @@ def render_runs(
     """
     import warp as wp
 
+    from bench.render import replay
     from bench.render import warp_backend as wb
     from bench.render import warp_culled as wc
     from bench.render.output import RenderOutput
@@ -599,9 +616,9 @@ def render_runs(
         if key_bias is not None:  # LOD: the sort order only, not the depths drawn
             keys.numpy()[:num] += key_bias.numpy()[drawn]
     if SORT == "native":
-        wp.launch(wc._depth_sort_kernel, dim=1, device=wb.DEVICE,
-                  inputs=[keys, order, num, _original_array(arr, original),
-                          int(original is not None)])
+        replay.launch(arr, wc._depth_sort_kernel, dim=1, device=wb.DEVICE,
+                      inputs=[keys, order, num, _original_array(arr, original),
+                              int(original is not None)])
     else:
         wp.utils.radix_sort_pairs(keys, order, num)
         if original is not None:
@@ -618,15 +635,15 @@ def render_runs(
     if use_occluder:
         img.occluder.assign(np.ascontiguousarray(occluder_depth, np.float32).reshape(-1))
     scatter = wc._scatter_prefetch_kernel if SCATTER == "prefetch" else wc._scatter_kernel
-    wp.launch(scatter, dim=1, device=wb.DEVICE,
-              inputs=[order, num, img.tiles_x, arr.rect, img.cursor, arr.isect])
+    replay.launch(arr, scatter, dim=1, device=wb.DEVICE,
+                  inputs=[order, num, img.tiles_x, arr.rect, img.cursor, arr.isect])
     native = wb._NATIVE_RASTER and tile_size <= wb._TILE_BUFFER
     frame = [width, height, tile_size, img.tiles_x, wp.vec3(*(float(b) for b in background)),
              img.valid, img.occluder, use_occluder]
     if native:
-        wp.launch(wc._raster_packed_kernel, dim=num_tiles, device=wb.DEVICE,
-                  inputs=[img.tile_start, arr.isect, arr.record, *frame, img.rgb, img.depth,
-                          img.alpha])
+        replay.launch(arr, wc._raster_packed_kernel, dim=num_tiles, device=wb.DEVICE,
+                      inputs=[img.tile_start, arr.isect, arr.record, *frame, img.rgb,
+                              img.depth, img.alpha])
     else:  # tiles beyond the native buffers: the plain kernel on the record's views
         wp.launch(
             wb._raster_kernel, dim=num_tiles, device=wb.DEVICE,

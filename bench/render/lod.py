@@ -740,13 +740,13 @@ def render_cpu_lod(
     if buffers is None:
         buffers = _Buffers(splats, hierarchy)
         object.__setattr__(hierarchy, "_buffers", buffers)
-    blocks = culling.visible_blocks(index, camera)
     common = dict(degree=degree, background=background, occluder_depth=occluder_depth,
                   tile_size=tile_size, original=buffers.original, gather=True)
     if CUT not in CUTS:  # pragma: no cover - a developer's switch, not a user input
         raise ValueError(f"lod.CUT must be one of {CUTS}, got {CUT!r}")
     if CUT == "reference":
-        rows = choose_rows(index, hierarchy, camera, blocks, config)
+        rows = choose_rows(index, hierarchy, camera, culling.visible_blocks(index, camera),
+                           config)
         buffers.row_bias_np[rows] = far_layer_bias(hierarchy, camera, rows)
         return culling.render_runs(buffers.arrays, rows_to_runs(rows), camera,
                                    key_bias=buffers.row_bias, **common)
@@ -754,10 +754,9 @@ def render_cpu_lod(
 
     tree = getattr(hierarchy, "_tree", None)
     if tree is None:
-        tree = warp_lod.TreeArrays(hierarchy, buffers.row_bias)
+        tree = warp_lod.TreeArrays(hierarchy, index, buffers.row_bias)
         object.__setattr__(hierarchy, "_tree", tree)
-    rows = warp_lod.cut(tree, blocks, block_magnification(index, camera, blocks),
-                        camera.position, pixel_size=config.pixel_size,
-                        colour_tolerance=config.colour_tolerance, layer_bias=LAYER_BIAS)
+    rows = warp_lod.frame_cut(tree, camera, pixel_size=config.pixel_size,
+                              colour_tolerance=config.colour_tolerance, layer_bias=LAYER_BIAS)
     return culling.render_runs(buffers.arrays, None, camera, rows=rows,
                                key_bias=buffers.row_bias, **common)
