@@ -4,8 +4,9 @@ Contenders, all on ONE thread in the same process, interleaved frame by frame on
 8 poses of ``bench_render_scale.py`` (a ring around the table):
 
 - ``exact``: ``render(..., backend="cpu")`` (the default exact path);
-- ``lod PX/TOL``: ``render(..., lod=LodConfig(pixel_size=PX, colour_tolerance=TOL))``
-  (``TOL`` ``none``: colour ignored), with its PSNR against the exact image of the same
+- ``lod PX/TOL[/shD]``: ``render(..., lod=LodConfig(pixel_size=PX, colour_tolerance=TOL,
+  merged_sh_degree=D))`` (``TOL`` ``none``: colour ignored; no ``D``: the merged nodes use
+  every SH band), with its PSNR against the exact image of the same
   pose over the image's valid pixels (a fisheye's image circle; the full-image PSNR of
   ``bench_render_scale.py`` also counts the identical black corners and reads ~1 dB higher).
 
@@ -37,21 +38,26 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-DEFAULT_POINTS = ["0.35:0.05", "0.5:0.05", "0.7:0.05", "0.8:0.05", "1:0.05", "1:0.1",
-                  "1.5:0.05", "1.5:0.1", "2:0.1", "1:none", "1.5:none", "2:none"]
+DEFAULT_POINTS = ["0.35:0.05", "0.5:0.05", "0.7:0.05", "0.7:0.05:0", "0.8:0.05", "0.8:0.05:0",
+                  "1:0.05", "1:0.1", "1.5:0.05", "1.5:0.1", "2:0.1", "1:none", "1.5:none",
+                  "2:none"]
 
 
 def parse_point(text: str):
+    """``PX:TOL[:SH]``: pixel_size, colour_tolerance (or ``none``), merged SH degree."""
     from bench.render import LodConfig
 
-    px, _, tol = text.partition(":")
+    px, _, rest = text.partition(":")
+    tol, _, sh = rest.partition(":")
     return LodConfig(pixel_size=float(px),
-                     colour_tolerance=None if tol in ("", "none") else float(tol))
+                     colour_tolerance=None if tol in ("", "none") else float(tol),
+                     merged_sh_degree=None if sh == "" else int(sh))
 
 
 def label(cfg) -> str:
     tol = "none" if cfg.colour_tolerance is None else f"{cfg.colour_tolerance:g}"
-    return f"{cfg.pixel_size:g}/{tol}"
+    sh = "" if cfg.merged_sh_degree is None else f"/sh{cfg.merged_sh_degree}"
+    return f"{cfg.pixel_size:g}/{tol}{sh}"
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:  # [..., 3] pixels
@@ -149,8 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gaussians", type=int, default=3_000_000)
     parser.add_argument("--sizes", type=int, nargs="+", default=[128, 256], help="pixels")
     parser.add_argument("--models", nargs="+", default=["fisheye"])
-    parser.add_argument("--points", nargs="+", default=DEFAULT_POINTS, metavar="PX:TOL",
-                        help="LodConfig(pixel_size=PX, colour_tolerance=TOL or none)")
+    parser.add_argument("--points", nargs="+", default=DEFAULT_POINTS, metavar="PX:TOL[:SH]",
+                        help="LodConfig(pixel_size=PX, colour_tolerance=TOL or none, "
+                             "merged_sh_degree=SH or all bands)")
     parser.add_argument("--frames", type=int, default=8, help="frames per contender and cell")
     parser.add_argument("--diagnose", action="store_true",
                         help="error shares and the exact image's own noise floor")
@@ -192,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({"gaussians": args.gaussians, "size": f"{size}x{size}",
                              "camera": model, "pixel_size": cfg.pixel_size,
                              "colour_tolerance": cfg.colour_tolerance,
+                             "merged_sh_degree": cfg.merged_sh_degree,
                              "exact_ms": 1000 * res["cpu"]["exact"],
                              "lod_ms": 1000 * res["cpu"][k], "lod_fps": 1 / res["cpu"][k],
                              "speedup": res["cpu"]["exact"] / res["cpu"][k],
@@ -210,22 +218,25 @@ def main(argv: list[str] | None = None) -> int:
                                        min(args.frames, 4))
             print(model, floor[model], file=sys.stderr, flush=True)
 
-    header = ["image", "camera", "pixel_size", "colour tol.", "exact ms", "LOD ms", "LOD fps",
-              "speed-up", "PSNR dB", "drawn / frame", "cut ms", "numpy cut ms"]
+    header = ["image", "camera", "pixel_size", "colour tol.", "merged SH", "exact ms", "LOD ms",
+              "LOD fps", "speed-up", "PSNR dB", "drawn / frame", "cut ms", "numpy cut ms"]
     cells = [[r["size"], r["camera"], f"{r['pixel_size']:g}",
               "none" if r["colour_tolerance"] is None else f"{r['colour_tolerance']:g}",
+              "all" if r["merged_sh_degree"] is None else str(r["merged_sh_degree"]),
               f"{r['exact_ms']:.0f}", f"{r['lod_ms']:.1f}", f"{r['lod_fps']:.0f}",
               f"{r['speedup']:.0f}x", f"{r['psnr_db']:.1f}", f"{r['drawn']:,.0f}",
               f"{r['cut_ms']:.1f}", f"{r['cut_numpy_ms']:.1f}"] for r in rows]
     tables = [Table("Median CPU time per frame (`time.process_time`, ms) on one thread, "
                     f"{args.gaussians:,} Gaussians; fps = 1 / LOD ms; PSNR of the LOD image "
                     "against the exact one over the valid pixels, mean over the frames; "
-                    "drawn = Gaussians (originals + merged nodes) per frame; cut = the "
+                    "merged SH = the merged nodes' SH degree (`merged_sh_degree`; all = the "
+                    "originals' bands); drawn = Gaussians (originals + merged nodes) per "
+                    "frame; cut = the "
                     "frame's own tree cut alone (`warp_lod.frame_cut`: block culling, "
                     "magnification and the walk in one launch; included in LOD ms), numpy "
                     "cut = its reference (`culling.visible_blocks` + `lod.choose_rows`; "
                     "timed apart, not used by the frame).", header, cells,
-                    align=["l"] * 4 + ["r"] * 8)]
+                    align=["l"] * 5 + ["r"] * 8)]
     build = [[f"{args.gaussians:,}", f"{t_index:.2f}", f"{t_lod:.2f}",
               f"{hierarchy.merged.num:,}", str(len(hierarchy.level_start))]]
     tables.append(Table("Built once per scene (CPU time, s):",

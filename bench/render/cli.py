@@ -57,6 +57,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--lod-colour-tolerance", type=float, metavar="STD",
                    help="with --lod-pixels: rgb std of a node's members beyond which it "
                         "counts as bigger [default: 0.05]")
+    p.add_argument("--lod-merged-sh-degree", type=int, metavar="D",
+                   help="with --lod-pixels: SH degree of merged nodes' colour (0 = their "
+                        "mean colour) [default: the originals' bands]")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=run_render)
 
@@ -179,9 +182,11 @@ def run_render(args: argparse.Namespace) -> int:
         check_image_size(cam.height, cam.width, what=f"camera {cam.name!r} of {cam_path}")
     backend = resolve_backend(args.backend)
     lod = None
-    if args.lod_colour_tolerance is not None and args.lod_pixels is None:
-        raise BenchError("--lod-colour-tolerance only applies to level of detail; add "
-                         "--lod-pixels PX or drop it")
+    for flag in ("lod_colour_tolerance", "lod_merged_sh_degree"):
+        if getattr(args, flag) is not None and args.lod_pixels is None:
+            name = "--" + flag.replace("_", "-")
+            raise BenchError(f"{name} only applies to level of detail; add --lod-pixels PX "
+                             f"or drop {name}")
     if args.lod_pixels is not None:
         from bench.render.lod import LodConfig
 
@@ -189,9 +194,10 @@ def run_render(args: argparse.Namespace) -> int:
             raise BenchError(f"--lod-pixels renders on the cpu backend only (got {backend}); "
                              "add --backend cpu or drop --lod-pixels")
         try:
-            tol = {} if args.lod_colour_tolerance is None else {
-                "colour_tolerance": args.lod_colour_tolerance}
-            lod = LodConfig(pixel_size=args.lod_pixels, **tol)
+            given = {"colour_tolerance": args.lod_colour_tolerance,
+                     "merged_sh_degree": args.lod_merged_sh_degree}
+            lod = LodConfig(pixel_size=args.lod_pixels,
+                            **{k: v for k, v in given.items() if v is not None})
         except ValueError as exc:
             raise BenchError(f"{exc}; pass e.g. --lod-pixels 0.5 --lod-colour-tolerance 0.05"
                              ) from None

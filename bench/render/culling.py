@@ -562,6 +562,7 @@ def render_runs(
     key_bias=None,  # [rows of arr] Warp float array added to the drawn rows' sort keys
     gather: bool = False,
     rows: np.ndarray | None = None,  # [R] rows to project instead of ``runs`` (gathered)
+    merged: tuple[int, int] | None = None,  # LOD's merged pool: (first row, its SH degree)
 ):
     """Project the rows ``runs`` of the Warp arrays ``arr``, then bin and blend them.
 
@@ -570,7 +571,10 @@ def render_runs(
     float operations; same image bit for bit). ``gather`` projects the rows 8 per SIMD
     chunk from a row list (many short runs; needs ``original`` so that depth ties do not
     depend on the order the chunks append rows in); ``rows`` gives that list directly, in
-    any order (needs ``original`` too).
+    any order (needs ``original`` too). ``merged = (first, d)``: rows from ``first`` on are
+    level of detail's merged pool, approximate by construction: coloured with SH degree
+    ``min(d, degree)``, and a fisheye projects them with a vector atan2 (to 2.6e-7 rad)
+    instead of libm's; None: every row is projected as the exact path does.
     """
     import warp as wp
 
@@ -588,8 +592,10 @@ def render_runs(
         img.tile_count = tile_count
     tile_count.zero_()
     view = camera.camera_from_world.astype(np.float32)
+    merged_from, merged_degree = (arr.num, degree) if merged is None else (
+        merged[0], min(merged[1], degree))
     shared = [
-        degree, wp.mat33(view[:3, :3]), wp.vec3(view[:3, 3]),
+        degree, merged_from, merged_degree, wp.mat33(view[:3, :3]), wp.vec3(view[:3, 3]),
         wp.vec3(camera.position.astype(np.float32)), wb._MODEL_IDS[camera.model],
         wp.vec4(camera.fx, camera.fy, camera.cx, camera.cy), wp.vec4(*camera.distortion),
         wb._frustum_limits(camera), camera.max_theta, width, height, tile_size, img.tiles_x,

@@ -77,10 +77,14 @@ class LodConfig:
             size counts as it is; a node of more mixed colour counts as that many times
             bigger (textures, edges and a light panel under the ceiling are refined).
             None ignores colour.
+        merged_sh_degree: Spherical-harmonics degree a merged node's colour is evaluated
+            at (0: its mean colour, view-independent); None: every band the originals
+            use. Originals are always coloured as in the exact path.
     """
 
     pixel_size: float = 0.5
     colour_tolerance: float | None = 0.05
+    merged_sh_degree: int | None = None
 
     def __post_init__(self) -> None:
         if not (self.pixel_size > 0 and np.isfinite(self.pixel_size)):
@@ -90,6 +94,11 @@ class LodConfig:
         if tol is not None and not (tol > 0 and np.isfinite(tol)):
             raise ValueError(f"LodConfig.colour_tolerance must be a positive rgb standard "
                              f"deviation or None (colour ignored), got {tol}")
+        deg = self.merged_sh_degree
+        if deg is not None and (isinstance(deg, bool) or not isinstance(deg, int | np.integer)
+                                or not 0 <= deg <= 3):
+            raise ValueError(f"LodConfig.merged_sh_degree must be an SH degree 0..3 or None "
+                             f"(the originals' bands), got {deg!r}")
 
     def to_json(self) -> dict:
         """This config as a JSON-ready dict (``mode``, ``hierarchy`` and its fields)."""
@@ -740,8 +749,10 @@ def render_cpu_lod(
     if buffers is None:
         buffers = _Buffers(splats, hierarchy)
         object.__setattr__(hierarchy, "_buffers", buffers)
+    merged_degree = degree if config.merged_sh_degree is None else int(config.merged_sh_degree)
     common = dict(degree=degree, background=background, occluder_depth=occluder_depth,
-                  tile_size=tile_size, original=buffers.original, gather=True)
+                  tile_size=tile_size, original=buffers.original, gather=True,
+                  merged=(len(hierarchy.order), merged_degree))
     if CUT not in CUTS:  # pragma: no cover - a developer's switch, not a user input
         raise ValueError(f"lod.CUT must be one of {CUTS}, got {CUT!r}")
     if CUT == "reference":

@@ -63,6 +63,8 @@ def _project_rows_kernel(
     levels: wp.array(dtype=float),  # ln(opacity / ALPHA_MIN) per row (culling._levels)
     sh: wp.array2d(dtype=wp.vec3),
     degree: int,
+    merged_from: int,  # rows from here on are evaluated at merged_degree (LOD's merged pool)
+    merged_degree: int,
     rot: wp.mat33,
     trans: wp.vec3,
     centre: wp.vec3,
@@ -112,7 +114,11 @@ def _project_rows_kernel(
         if depth < _NEAR or depth > _FAR:
             return
         r2 = p[0] * p[0] + p[1] * p[1]
-        theta = wp.atan2(wp.sqrt(r2), p[2])
+        theta = float(0.0)  # noqa: UP018
+        if g >= merged_from:  # LOD's merged pool: the SIMD kernel's approximate angle
+            theta = _merged_atan2(wp.sqrt(r2), p[2])
+        else:
+            theta = wp.atan2(wp.sqrt(r2), p[2])
         if theta >= max_theta:
             return
         sgd = wb._fisheye_scale_theta(p, dist, r2, theta)
@@ -162,7 +168,10 @@ def _project_rows_kernel(
     out_conic[g] = wp.vec3(c / det, -b / det, a / det)
     out_depth[g] = depth
     out_ext[g] = wp.vec3(e0, e1, level)
-    out_color[g] = wb._sh_color(sh, g, degree, wp.normalize(means[g] - centre))
+    row_degree = degree
+    if g >= merged_from:
+        row_degree = merged_degree
+    out_color[g] = wb._sh_color(sh, g, row_degree, wp.normalize(means[g] - centre))
     out_opacity[g] = opacity[g]
 
 
@@ -221,6 +230,36 @@ _PROJECT_CONSTANTS = {
 #: float operations in today's order lane for lane (the matrix products as Warp's chains
 #: of fmaf, libm's atan2f per lane), so every projected value equals warp_backend's; lanes
 #: near a discrete boundary are still deferred to the scalar kernel (see GUARD_ABS).
+# atan2(y, x) for y >= 0 of LOD's merged rows (approximate by construction, so libm's
+# correctly rounded atan2f is not needed): Cephes' atanf polynomial after reducing the
+# ratio to [0, tan(pi / 8)], error at most 2.6e-7 rad (measured on 200,000 angles; float32
+# rounding of the angle is 1.2e-7 to 2.4e-7); with explicit fma, so the SIMD kernel's
+# lane-parallel copy (vatan2) gives the same bits.
+_ATAN_CONSTANTS = {"ATAN_SPLIT": "0.41421356237309503f", "ATAN_C4": "8.05374449538e-2f",
+                   "ATAN_C3": "-1.38776856032e-1f", "ATAN_C2": "1.99777106478e-1f",
+                   "ATAN_C1": "-3.33329491539e-1f", "QUARTER_PI": "0.78539816339744831f",
+                   "HALF_PI": "1.57079632679489662f", "PI": "3.14159265358979324f"}
+MERGED_ATAN2_SNIPPET = string.Template("""
+    const float ax = __builtin_fabsf(x);
+    const float hi = y > ax ? y : ax;
+    const float lo = y > ax ? ax : y;
+    const float a = hi > 0.0f ? lo / hi : 0.0f;
+    const bool big = a > $ATAN_SPLIT;
+    const float t = big ? (a - 1.0f) / (a + 1.0f) : a;
+    const float t2 = t * t;
+    const float q = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf($ATAN_C4, t2, $ATAN_C3), t2,
+                                                  $ATAN_C2), t2, $ATAN_C1);
+    float at = __builtin_fmaf(q * t2, t, t);
+    at = at + (big ? $QUARTER_PI : 0.0f);
+    at = y > ax ? $HALF_PI - at : at;
+    return x < 0.0f ? $PI - at : at;
+""").substitute(_ATAN_CONSTANTS)
+
+
+@wp.func_native(MERGED_ATAN2_SNIPPET)
+def _merged_atan2(y: float, x: float) -> float: ...
+
+
 PROJECT_CHUNK_SNIPPET = string.Template("""
     typedef float v8f __attribute__((ext_vector_type(8)));
     typedef int v8i __attribute__((ext_vector_type(8)));
@@ -235,6 +274,22 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
     auto vsqrt = [](const v8f a) -> v8f { return __builtin_elementwise_sqrt(a); };
     auto vabs = [](const v8f a) -> v8f { return __builtin_elementwise_abs(a); };
     auto vfloor = [](const v8f a) -> v8f { return __builtin_elementwise_floor(a); };
+    // MERGED_ATAN2_SNIPPET lane-parallel: the same operations (explicit fma), so a merged
+    // row deferred to the scalar kernel gets the same angle.
+    auto vatan2 = [&](const v8f y, const v8f x) -> v8f {
+        const v8f ax = vabs(x);
+        const v8f hi = vmax(y, ax), lo = vmin(y, ax);
+        const v8f a = sel(hi > 0.0f, lo / hi, (v8f)(0.0f));  // in [0, 1]
+        const v8i big = a > $ATAN_SPLIT;
+        const v8f t = sel(big, (a - 1.0f) / (a + 1.0f), a);
+        const v8f t2 = t * t;
+        const v8f q = fma(fma(fma((v8f)($ATAN_C4), t2, (v8f)($ATAN_C3)), t2, (v8f)($ATAN_C2)),
+                          t2, (v8f)($ATAN_C1));
+        v8f at = fma(q * t2, t, t);
+        at = at + sel(big, (v8f)($QUARTER_PI), (v8f)(0.0f));
+        at = sel(y > ax, $HALF_PI - at, at);
+        return sel(x < 0.0f, $PI - at, at);
+    };
     // x within the guard band of an integer, and in [lo - 1, hi + 1] (where it matters)
     auto near_int = [&](const v8f x, const float lo, const float hi, const float rel) -> v8i {
         const v8f d = vabs(x - vfloor(x + 0.5f));
@@ -256,7 +311,9 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
             __builtin_prefetch(level.data + h);
             __builtin_prefetch(opacity.data + h);
             const char* shp = (const char*)(sh.data + (size_t)h * sh_row);
-            for (int b = 0; b < sh_row * 12; b += 64) __builtin_prefetch(shp + b);
+            const int coeffs = h >= merged_from ? (merged_degree + 1) * (merged_degree + 1)
+                                                : sh_row;  // the ones the colour reads
+            for (int b = 0; b < coeffs * 12; b += 64) __builtin_prefetch(shp + b);
             __builtin_prefetch(record.data + (size_t)h * $RECORD_FLOATS, 1);
             __builtin_prefetch(out_rect.data + h, 1);
             __builtin_prefetch(out_touched.data + h, 1);
@@ -265,8 +322,12 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
     }
     alignas(32) float P0[8], P1[8], P2[8], DEPTH[8], CA0[8], CA1[8], CA2[8], CB0[8], CB1[8],
         CB2[8], LEVEL[8];
+    bool merged_lane[8];  // a row of LOD's merged pool (approximate: see theta below)
+    int num_merged = 0;
     for (int l = 0; l < 8; ++l) {
         const int g = row_of(g0 + (l < n ? l : 0));  // padding lanes repeat the first row
+        merged_lane[l] = g >= merged_from;
+        num_merged += merged_lane[l];
         // The depth key with warp_backend's own operations (bit-identical): rot * mean + trans.
         const wp::vec3 p = wp::add(wp::mul(rot, means.data[g]), trans);
         P0[l] = p[0]; P1[l] = p[1]; P2[l] = p[2];
@@ -295,8 +356,13 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
         const v8f r2 = x * x + y * y;
         const v8f rho2 = r2 + z * z;
         const v8f r = vsqrt(r2);
-        v8f theta;  // libm's atan2f per lane, as warp_backend's wp.atan2 (bit-identical)
-        for (int l = 0; l < 8; ++l) theta[l] = ::atan2f(r[l], z[l]);
+        v8f theta;  // originals: libm's atan2f per lane, as warp_backend's wp.atan2 (bit-identical)
+        // Merged rows (approximate by construction) take a vector atan2 (vatan2, error
+        // <= 2.6e-7 rad); every original keeps libm's atan2f, as the exact path.
+        if (num_merged > 0) theta = vatan2(r, z);
+        if (num_merged < 8)
+            for (int l = 0; l < 8; ++l)
+                if (!merged_lane[l]) theta[l] = ::atan2f(r[l], z[l]);
         live &= theta < max_theta + $GUARD_THETA;
         guard |= vabs(theta - max_theta) <= $GUARD_THETA;
         axis = r2 < 1.0e-10f * rho2;  // near the axis (the r -> 0 branch): the scalar kernel
@@ -422,15 +488,16 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
         const wp::vec3 dir = wp::normalize(wp::sub(means.data[g], centre));
         const wp::vec3* sg = sh.data + (size_t)g * sh_row;
         wp::vec3 col = sg[0] * $SH_C0;
-        if (degree >= 1) {
+        const int row_degree = g >= merged_from ? merged_degree : degree;
+        if (row_degree >= 1) {
             const float dx = dir[0], dy = dir[1], dz = dir[2];
             col = col - sg[1] * ($SH_C1 * dy) + sg[2] * ($SH_C1 * dz) - sg[3] * ($SH_C1 * dx);
-            if (degree >= 2) {
+            if (row_degree >= 2) {
                 const float xx = dx * dx, yy = dy * dy, zz = dz * dz;
                 col = col + sg[4] * ($SH_C2_0 * dx * dy) + sg[5] * ($SH_C2_1 * dy * dz);
                 col = col + sg[6] * ($SH_C2_2 * (2.0f * zz - xx - yy));
                 col = col + sg[7] * ($SH_C2_3 * dx * dz) + sg[8] * ($SH_C2_4 * (xx - yy));
-                if (degree >= 3) {
+                if (row_degree >= 3) {
                     col = col + sg[9] * ($SH_C3_0 * dy * (3.0f * xx - yy));
                     col = col + sg[10] * ($SH_C3_1 * dx * dy * dz);
                     col = col + sg[11] * ($SH_C3_2 * dy * (4.0f * zz - xx - yy));
@@ -445,7 +512,7 @@ PROJECT_CHUNK_SNIPPET = string.Template("""
         R[$REC_COLOR + 1] = wp::max(col[1] + $SH_OFFSET, 0.0f);
         R[$REC_COLOR + 2] = wp::max(col[2] + $SH_OFFSET, 0.0f);
     }
-""").substitute(_PROJECT_CONSTANTS)
+""").substitute({**_PROJECT_CONSTANTS, **_ATAN_CONSTANTS})
 
 
 @wp.func_native(PROJECT_CHUNK_SNIPPET)
@@ -462,6 +529,8 @@ def _project_chunk(
     sh: wp.array2d(dtype=wp.vec3),
     sh_row: int,
     degree: int,
+    merged_from: int,
+    merged_degree: int,
     rot: wp.mat33,
     trans: wp.vec3,
     centre: wp.vec3,
@@ -503,6 +572,8 @@ def _project_simd_kernel(
     sh: wp.array2d(dtype=wp.vec3),
     sh_row: int,
     degree: int,
+    merged_from: int,
+    merged_degree: int,
     rot: wp.mat33,
     trans: wp.vec3,
     centre: wp.vec3,
@@ -529,7 +600,8 @@ def _project_simd_kernel(
 ):
     """Project 8 rows per thread in clang vector types (see PROJECT_CHUNK_SNIPPET)."""
     _project_chunk(chunk_start, chunk_len, rows, gathered, means, cov_a, cov_b, opacity, level,
-                   sh, sh_row, degree, rot, trans, centre, model, intr, dist, lim, max_theta,
+                   sh, sh_row, degree, merged_from, merged_degree, rot, trans, centre, model,
+                   intr, dist, lim, max_theta,
                    width, height, tile_size, tiles_x, tiles_y, record, out_rect, out_touched,
                    tile_count, deferred, counts, sort_keys, sort_rows, key_bias, use_key_bias,
                    wp.tid())
