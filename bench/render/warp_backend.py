@@ -531,9 +531,7 @@ _RASTER_TILE_SNIPPET = native_snippet("""
     float T[TS * TS];  // transmittance; negated (-T) once the pixel is done
     float A0[TS * TS], A1[TS * TS], A2[TS * TS], A3[TS * TS];
     float no_occluder[TS];
-    // per row: bit l set while pixel l is open; an entry whose span holds no open pixel of
-    // a row skips that row (blend() would leave every lane of it as it is)
-    unsigned long long open_bits[TS];
+    int row_left[TS];
     for (int l = 0; l < TS; ++l) no_occluder[l] = INFINITY;
     const int ty = tile / tiles_x;
     const int tx = tile - ty * tiles_x;
@@ -545,7 +543,6 @@ _RASTER_TILE_SNIPPET = native_snippet("""
     int remaining = 0;
     for (int r = 0; r < py1 - py0; ++r) {
         int left = 0;
-        unsigned long long bits = 0;
         const int* vrow = valid.data + (py0 + r) * width + px0;
         for (int l = 0; l < TS; ++l) {
             const int j = r * TS + l;
@@ -553,9 +550,8 @@ _RASTER_TILE_SNIPPET = native_snippet("""
             const bool open = l < tw && vrow[l] != 0;
             T[j] = open ? 1.0f : -1.0f;
             left += open;
-            bits |= (unsigned long long)open << l;
         }
-        open_bits[r] = bits;
+        row_left[r] = left;
         remaining += left;
     }
     const float bits_min = $ALPHA_MIN;
@@ -569,8 +565,6 @@ _RASTER_TILE_SNIPPET = native_snippet("""
         const int cy0 = wp::max(py0, (int)wp::floor(m[1] - e[1] - 0.5f));
         const int cy1 = wp::min(py1, (int)wp::floor(m[1] + e[1] - 0.5f) + 1);
         if (cx0 >= cx1 || cy0 >= cy1) continue;
-        const unsigned long long span_bits = ((1ull << (cx1 - px0)) - 1ull)
-                                             & ~((1ull << (cx0 - px0)) - 1ull);
         const wp::vec3 q = s_conic.data[k];
         const float q0 = q[0], q1 = q[1], q2 = q[2];
         const float o = s_opacity.data[k];
@@ -578,7 +572,7 @@ _RASTER_TILE_SNIPPET = native_snippet("""
         const float cr = col[0], cg = col[1], cb = col[2], cz = s_depth.data[k];
         for (int py = cy0; py < cy1; ++py) {
             const int r = py - py0;
-            if ((open_bits[r] & span_bits) == 0) continue;
+            if (row_left[r] == 0) continue;
             const float dy = m[1] - ((float)py + 0.5f);
             const int rx0 = cx0 - px0;
             const int rx1 = cx1 - px0;
@@ -615,12 +609,8 @@ _RASTER_TILE_SNIPPET = native_snippet("""
             } else {
                 for (int l = 0; l < tw; ++l) stops += blend(l);
             }
+            row_left[r] -= stops;
             remaining -= stops;
-            if (stops) {  // pixels of this row closed: its open bits again
-                unsigned long long bits = 0;
-                for (int l = 0; l < tw; ++l) bits |= (unsigned long long)(Tr[l] >= 0.0f) << l;
-                open_bits[r] = bits;
-            }
         }
     }
     for (int r = 0; r < py1 - py0; ++r) {
