@@ -26,6 +26,8 @@ Every ``render_*`` call adds its wall time to :attr:`ObservationRenderer.timings
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
 import time
 from collections import defaultdict
@@ -45,8 +47,22 @@ RENDER_CAMERA = "render_cam"
 _CV_TO_MJ = np.diag([1.0, -1.0, -1.0])  # OpenCV camera axes -> MuJoCo camera axes
 
 
+@functools.cache
+def _load_triton_first() -> None:
+    """Import triton, when installed, before the process's first software GL context.
+
+    Mesa's llvmpipe (MuJoCo's offscreen GL without a GPU) and triton each load their own
+    LLVM; triton loaded after an llvmpipe context exists segfaults the process, and torch
+    loads it lazily (``torchvision.models``, ``torch.optim``, deterministic mode), e.g. a
+    visual policy built after the first render. Loaded first, both work (0.1-0.3 s, once).
+    """
+    if importlib.util.find_spec("triton") is not None:
+        import triton  # noqa: F401
+
+
 def _gl_context(width: int, height: int):
     """An offscreen GL context, or a BenchError that says how to get one."""
+    _load_triton_first()
     try:
         context = mujoco.GLContext(width, height)
         context.make_current()
