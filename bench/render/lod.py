@@ -22,7 +22,7 @@ straight from its members:
   Gaussians stays opaque (an effective opacity above 1 gives a flat-topped footprint;
   the per-pixel clamp at ``ALPHA_MAX`` still applies) and a sparse node fades.
 
-Per frame (:func:`bench.render.warp_lod.cut`, a native kernel; :func:`choose_rows` is its
+Per frame (:func:`bench.render.warp_lod.frame_cut`, a native kernel; :func:`choose_rows` is its
 numpy reference) the tree is cut top-down from the visible blocks: a node is drawn merged
 when its own largest standard deviation, projected at its block's distance, is at most
 ``pixel_size`` pixels (inflated by the node's colour spread over ``colour_tolerance``);

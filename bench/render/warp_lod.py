@@ -7,7 +7,10 @@ same level-by-level walk over every visible block in one serial C++ loop, with t
 float64 test per node (the same operations, so the same nodes are drawn), prefetching the
 32-byte node records 16 frontier entries ahead (a walk from node to child is a chain of
 random reads otherwise), and writes the rows to draw and the depth-sort push of every
-row on a layered split (``LodNode.layered``; every other row's push stays 0).
+row on a layered split (``LodNode.layered``; every other row's push stays 0). The same
+launch first finds the visible blocks and their magnification (:data:`VISIBLE_SNIPPET`,
+``culling.visible_blocks`` and ``lod.block_magnification`` in C++): :func:`frame_cut`
+needs only the camera.
 
 The tree's node records are wrapped once per hierarchy without a copy; two frontiers of
 one int32 pair per original (16 bytes per Gaussian) are the kernel's scratch.
@@ -131,37 +134,6 @@ def _cut_native(
     row_bias: wp.array(dtype=wp.float32),
     count: wp.array(dtype=wp.int32),
 ): ...
-
-
-@wp.kernel
-def _cut_kernel(
-    blocks: wp.array(dtype=wp.int64),  # [V] visible blocks (level-0 node ids)
-    scale: wp.array(dtype=wp.float64),  # [V] their magnification, pixels per metre
-    num_blocks: int,
-    nodes: wp.array(dtype=LodNode),  # [nodes]
-    pixel_size: wp.float64,
-    colour_tolerance: wp.float64,
-    use_colour: int,
-    num_originals: int,
-    layer_code: wp.array(dtype=wp.int32),  # [P] 2 x layered split + (side > 0), or -1
-    layer_mean: wp.array(dtype=wp.vec3d),  # [Q]
-    layer_thin: wp.array(dtype=wp.vec3d),  # [Q]
-    layer_gap: wp.array(dtype=wp.float64),  # [Q]
-    layer_spread: wp.array(dtype=wp.float64),  # [Q]
-    camera_position: wp.vec3d,
-    layer_bias: wp.float64,
-    front: wp.array(dtype=wp.int32),  # [M] scratch: the level's nodes
-    front_block: wp.array(dtype=wp.int32),  # [M] scratch: their entry of ``blocks``
-    next: wp.array(dtype=wp.int32),  # [M] scratch
-    next_block: wp.array(dtype=wp.int32),  # [M] scratch
-    out_rows: wp.array(dtype=wp.int32),  # [M] rows to draw (first count[0])
-    row_bias: wp.array(dtype=wp.float32),  # [rows of the device arrays] push of each row
-    count: wp.array(dtype=wp.int32),  # [1]
-):
-    _cut_native(blocks, scale, num_blocks, nodes, pixel_size, colour_tolerance, use_colour,
-                num_originals, layer_code, layer_mean, layer_thin, layer_gap, layer_spread,
-                camera_position, layer_bias, front, front_block, next, next_block, out_rows,
-                row_bias, count)
 
 
 # One frame's camera for the block test, a float64 array (filled by frame_camera):
@@ -382,38 +354,13 @@ class TreeArrays:
         self.row_bias_np = row_bias.numpy()
 
 
-def cut(tree: TreeArrays, blocks: np.ndarray,  # [V] visible block ids, ascending
-        scale: np.ndarray,  # [V] their magnification (lod.block_magnification)
-        camera_position: np.ndarray,  # [3] world
-        *, pixel_size: float, colour_tolerance: float | None,
-        layer_bias: float) -> np.ndarray:  # -> [R] int32 rows, ascending
-    """Rows to draw for one frame; the pushes of the layered ones land in ``tree.row_bias``.
-
-    The same rows as ``lod.choose_rows`` and the pushes of ``lod.far_layer_bias`` (tested
-    against both), ascending as the reference's (the projection then reads the device
-    arrays front to back).
-    """
-    v = len(blocks)
-    if v == 0:
-        return np.zeros(0, np.int32)
-    tree.blocks.numpy()[:v] = blocks
-    tree.scale.numpy()[:v] = scale
-    tol = 1.0 if colour_tolerance is None else float(colour_tolerance)
-    wp.launch(_cut_kernel, dim=1, device=wb.DEVICE,
-              inputs=[tree.blocks, tree.scale, v, tree.nodes, wp.float64(pixel_size),
-                      wp.float64(tol), int(colour_tolerance is not None), tree.num_originals,
-                      *tree.layers, wp.vec3d(*(float(c) for c in camera_position)),
-                      wp.float64(layer_bias), *tree.scratch, tree.rows, tree.row_bias,
-                      tree.count])
-    return np.sort(tree.rows_np[:int(tree.count.numpy()[0])])
-
-
 def frame_cut(tree: TreeArrays, camera, *, pixel_size: float,
               colour_tolerance: float | None, layer_bias: float) -> np.ndarray:  # -> [R] int32
     """One frame's rows to draw, from the camera alone: block culling, magnification and cut.
 
-    ``culling.visible_blocks``, ``lod.block_magnification`` and :func:`cut` in one native
-    launch (the same rows, tested). The rows come in the walk's order, not sorted (the
+    ``culling.visible_blocks``, ``lod.block_magnification`` and the walk (``CUT_SNIPPET``:
+    the same rows and pushes as ``lod.choose_rows`` + ``lod.far_layer_bias``, tested) in
+    one native launch. The rows come in the walk's order, not sorted (the
     depth sort orders ties by original index, so the image does not depend on it). The
     visible blocks and their magnification are left in ``tree.blocks`` / ``tree.scale``
     (the first ``tree.num_visible`` entries).

@@ -322,19 +322,20 @@ def test_gathered_projection_draws_the_same_image_as_runs(room, cam_index):
 
 @pytest.mark.parametrize("scene", ["room", "panel"])
 def test_native_cut_draws_the_reference_rows_and_pushes(room, scene):
-    """warp_lod.cut against choose_rows + far_layer_bias (numpy): same rows, bit-equal pushes."""
+    """warp_lod.frame_cut against visible_blocks + block_magnification + choose_rows +
+    far_layer_bias (numpy): the same blocks and rows, bit-equal pushes."""
     from bench.render import warp_lod
 
     splats = room if scene == "room" else panel_scene()
     index, h = C.spatial_index(splats), L.lod_hierarchy(splats)
     render(splats, cams()[0], backend="cpu", lod=LodConfig())  # builds the device buffers
-    import warp as wp
-
     tree = warp_lod.TreeArrays(h, index, wp.zeros(h._buffers.arrays.num, dtype=float,
                                                   device="cpu"))
     eyes = [(0.3, 0.2, 1.2), (-0.4, 0.1, -0.8), (0.0, -1.5, 0.2)]  # both sides of the panel
     views = cams() + [Camera.pinhole_from_fov(48, 48, fov_x_deg=60.0,
                                               world_from_camera=look_from(e)) for e in eyes]
+    layered = L.layer_codes(h.merged_layer, h.merged_side, h.merged_covered) >= 0
+    m = len(h.order)
     pushed = culled = 0
     for cam in views:
         blocks = C.visible_blocks(index, cam)
@@ -342,26 +343,18 @@ def test_native_cut_draws_the_reference_rows_and_pushes(room, scene):
         for px, tol in [(1e-6, 0.05), (0.5, 0.05), (2.0, None), (4.0, 0.1), (1e6, None)]:
             cfg = LodConfig(pixel_size=px, colour_tolerance=tol)
             reference = L.choose_rows(index, h, cam, blocks, cfg)
-            rows = warp_lod.cut(tree, blocks, L.block_magnification(index, cam, blocks),
-                                cam.position, pixel_size=px, colour_tolerance=tol,
-                                layer_bias=L.LAYER_BIAS)
-            assert len(rows) == len(reference)
-            np.testing.assert_array_equal(np.sort(rows), reference)
-            bias = L.far_layer_bias(h, cam, reference)
-            np.testing.assert_array_equal(tree.row_bias_np[reference], bias)
-            pushed += int((bias > 0).sum())
-            # the frame's own cut: block culling and magnification in the same launch
-            m = len(h.order)  # the layered rows' pushes are rewritten by the frame's cut
-            tree.row_bias_np[m:][L.layer_codes(h.merged_layer, h.merged_side,
-                                               h.merged_covered) >= 0] = -1.0
+            tree.row_bias_np[m:][layered] = -1.0  # every layered row's push is rewritten
             rows = warp_lod.frame_cut(tree, cam, pixel_size=px, colour_tolerance=tol,
                                       layer_bias=L.LAYER_BIAS)
             v = int(tree.num_visible.numpy()[0])
             np.testing.assert_array_equal(tree.blocks.numpy()[:v], blocks)
             np.testing.assert_allclose(tree.scale.numpy()[:v],
                                        L.block_magnification(index, cam, blocks), rtol=1e-13)
+            assert len(rows) == len(reference)
             np.testing.assert_array_equal(np.sort(rows), reference)
+            bias = L.far_layer_bias(h, cam, reference)
             np.testing.assert_array_equal(tree.row_bias_np[reference], bias)
+            pushed += int((bias > 0).sum())
     assert scene == "room" or pushed > 0  # the panel scene exercises the push
     assert culled > 0  # and some views cull blocks
 
