@@ -20,6 +20,8 @@ def launch(owner, kernel, *, dim: int, inputs: list, device: str) -> None:
     ``owner`` keeps the recorded launch (``owner._launches``, one per kernel) and with it
     a reference to every input last passed (so no array is freed while it is recorded).
     """
+    if dim == 0:  # wp.launch runs nothing (and records nothing) for an empty grid
+        return
     cache = owner.__dict__.setdefault("_launches", {})
     entry = cache.get(kernel)
     if entry is None or entry[2] != device:

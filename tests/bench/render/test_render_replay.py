@@ -27,12 +27,15 @@ def test_replay_matches_a_plain_launch_as_inputs_change():
     y = wp.array(np.arange(8, dtype=np.float32) * 10, device="cpu")
     out = wp.zeros(8, dtype=float, device="cpu")
     calls = [  # (array, scalar a, vec, int, dim)
+        (x, 9.0, (9.0, 0.0), 9, 0),  # an empty grid first: nothing runs, nothing recorded
         (x, 2.0, (1.0, 0.0), 3, 8),
         (x, 2.0, (1.0, 0.0), 3, 8),  # nothing changed: a pure replay
         (x, -1.5, (1.0, 0.0), 3, 8),  # a float
         (y, -1.5, (1.0, 0.0), 3, 8),  # another array object
         (y, -1.5, (4.0, 0.0), 7, 8),  # a vector and an int
         (x, 0.5, (0.0, 0.0), 0, 5),  # fewer threads: the rest of out is left as it was
+        (y, 7.0, (7.0, 0.0), 7, 0),  # an empty grid between: nothing runs
+        (x, 0.5, (0.0, 0.0), 0, 5),
     ]
     for arr, a, shift, k, n in calls:
         before = out.numpy().copy()
