@@ -33,7 +33,10 @@ far side of a layered cut, seen from the camera, are sorted behind the near laye
 merged pool sit in one set of device arrays (uploaded once per scene), so a frame is a
 list of rows of it, rendered by the exact path's driver
 (:func:`bench.render.culling.render_runs`). With a tiny ``pixel_size``
-every original is drawn and the image equals the exact one bit for bit.
+every original is drawn and the image equals the exact one bit for bit. The merged pool is
+approximate by construction, so it is also projected more cheaply: a fisheye's angle from
+the axis by a vector atan2 (within 2.6e-7 rad), and its colour at
+``LodConfig.merged_sh_degree`` when that is set.
 """
 
 from __future__ import annotations

@@ -226,15 +226,12 @@ _PROJECT_CONSTANTS = {
     **{f"SH_C2_{i}": _c_float(c) for i, c in enumerate(K.SH_C2)},
     **{f"SH_C3_{i}": _c_float(c) for i, c in enumerate(K.SH_C3)},
 }
-#: 8 Gaussians per thread in clang vector types (8-lane chunks, branch-free), with today's
-#: float operations in today's order lane for lane (the matrix products as Warp's chains
-#: of fmaf, libm's atan2f per lane), so every projected value equals warp_backend's; lanes
-#: near a discrete boundary are still deferred to the scalar kernel (see GUARD_ABS).
+
 # atan2(y, x) for y >= 0 of LOD's merged rows (approximate by construction, so libm's
 # correctly rounded atan2f is not needed): Cephes' atanf polynomial after reducing the
-# ratio to [0, tan(pi / 8)], error at most 2.6e-7 rad (measured on 200,000 angles; float32
-# rounding of the angle is 1.2e-7 to 2.4e-7); with explicit fma, so the SIMD kernel's
-# lane-parallel copy (vatan2) gives the same bits.
+# ratio to [0, tan(pi / 8)], error at most 2.6e-7 rad (measured on 200,000 angles; one
+# float32 ulp of an angle in [1, pi] is 1.2e-7 to 2.4e-7); with explicit fma, so the SIMD
+# kernel's lane-parallel copy (vatan2) gives the same bits.
 _ATAN_CONSTANTS = {"ATAN_SPLIT": "0.41421356237309503f", "ATAN_C4": "8.05374449538e-2f",
                    "ATAN_C3": "-1.38776856032e-1f", "ATAN_C2": "1.99777106478e-1f",
                    "ATAN_C1": "-3.33329491539e-1f", "QUARTER_PI": "0.78539816339744831f",
@@ -260,6 +257,12 @@ MERGED_ATAN2_SNIPPET = string.Template("""
 def _merged_atan2(y: float, x: float) -> float: ...
 
 
+#: 8 Gaussians per thread in clang vector types (8-lane chunks, branch-free), with today's
+#: float operations in today's order lane for lane (the matrix products as Warp's chains
+#: of fmaf, libm's atan2f per lane), so every projected value equals warp_backend's; lanes
+#: near a discrete boundary are still deferred to the scalar kernel (see GUARD_ABS). Rows
+#: from ``merged_from`` on (LOD's merged pool) take MERGED_ATAN2_SNIPPET's angle and SH
+#: degree ``merged_degree``.
 PROJECT_CHUNK_SNIPPET = string.Template("""
     typedef float v8f __attribute__((ext_vector_type(8)));
     typedef int v8i __attribute__((ext_vector_type(8)));
