@@ -337,7 +337,7 @@ class TreeArrays:
         code = lod.layer_codes(h.merged_layer, h.merged_side, h.merged_covered)
         mean = np.ascontiguousarray(h.layer_mean, np.float64)
         thin = np.ascontiguousarray(h.layer_thin, np.float64)
-        self._keep = [h.nodes, code, mean, thin]  # what the Warp views alias: kept alive
+        self._keep = [h.nodes, code, mean, thin, index]  # what the Warp views alias
         self.nodes = _device(h.nodes, LodNode)
         self.num_originals = m = len(h.order)
         self.layers = [_device(code, wp.int32), _device(mean, wp.vec3d), _device(thin, wp.vec3d),
@@ -360,10 +360,10 @@ def frame_cut(tree: TreeArrays, camera, *, pixel_size: float,
 
     ``culling.visible_blocks``, ``lod.block_magnification`` and the walk (``CUT_SNIPPET``:
     the same rows and pushes as ``lod.choose_rows`` + ``lod.far_layer_bias``, tested) in
-    one native launch. The rows come in the walk's order, not sorted (the
-    depth sort orders ties by original index, so the image does not depend on it). The
-    visible blocks and their magnification are left in ``tree.blocks`` / ``tree.scale``
-    (the first ``tree.num_visible`` entries).
+    one native launch. The rows come in the walk's order, not sorted (the depth sort
+    orders ties by original index, so the image does not depend on it). The visible
+    blocks and their magnification are left in ``tree.blocks`` / ``tree.scale`` (the
+    first ``tree.num_visible`` entries).
     """
     frame_camera(camera, tree.cam_np)
     tol = 1.0 if colour_tolerance is None else float(colour_tolerance)
