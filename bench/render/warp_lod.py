@@ -142,6 +142,7 @@ def _cut_native(
 # vectors and growth (culling.pinhole_planes), and |R| row 2 (the near plane).
 CAM_ROT, CAM_TRANS, CAM_POS, CAM_FISHEYE, CAM_MAX_THETA, CAM_FOCAL = 0, 9, 12, 15, 16, 17
 CAM_NORMALS, CAM_SUPPORT, CAM_GROW, CAM_NEAR_ROW, CAM_FLOATS = 18, 30, 42, 46, 49
+_CAM_POS = wp.constant(CAM_POS)
 
 #: culling.visible_blocks (super-blocks, then their blocks) and lod.block_magnification of
 #: the visible ones, in C++ with the same float64 formulas (not the same summation order
@@ -165,9 +166,8 @@ VISIBLE_SNIPPET = """
     auto norm3 = [](const double* a) -> double {
         return ::sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]);
     };
-    auto visible = [&](const double* lo, const double* hi, const double sigma) -> bool {
-        double c[3], h[3];
-        to_camera(lo, hi, c, h);
+    // c, h: the box's to_camera values
+    auto visible = [&](const double* c, const double* h, const double sigma) -> bool {
         if (!fisheye) {
             for (int p = 0; p < 4; ++p) {
                 const double* nrm = C + $NORMALS + 3 * p;
@@ -186,9 +186,8 @@ VISIBLE_SNIPPET = """
         ratio = ratio < 0.0 ? 0.0 : (ratio > 1.0 ? 1.0 : ratio);
         return (theta - ::asin(ratio) < C[$MAX_THETA] + 1e-6) && (dist - radius <= $FAR);
     };
-    auto magnification = [&](const double* lo, const double* hi) -> double {
-        double c[3], h[3], d[3];
-        to_camera(lo, hi, c, h);
+    auto magnification = [&](const double* lo, const double* hi, const double* c) -> double {
+        double d[3];
         for (int k = 0; k < 3; ++k) {
             const double below = lo[k] - C[$POS + k], above = C[$POS + k] - hi[k];
             const double gap = below > above ? below : above;
@@ -208,18 +207,20 @@ VISIBLE_SNIPPET = """
         stretch = stretch < 1.0 ? 1.0 : (stretch > 1e6 ? 1e6 : stretch);
         return C[$FOCAL] / (near > $NEAR ? near : $NEAR) * stretch;
     };
-    for (int s = 0; s < num_supers; ++s)
-        super_visible.data[s] = visible((const double*)(super_lo.data + s),
-                                        (const double*)(super_hi.data + s),
-                                        super_sigma.data[s]);
+    double c[3], h[3];
+    for (int s = 0; s < num_supers; ++s) {
+        to_camera((const double*)(super_lo.data + s), (const double*)(super_hi.data + s), c, h);
+        super_visible.data[s] = visible(c, h, super_sigma.data[s]);
+    }
     int v = 0;
     for (int b = 0; b < num_blocks; ++b) {
         if (!super_visible.data[super_of.data[b]]) continue;
         const double* lo = (const double*)(block_lo.data + b);
         const double* hi = (const double*)(block_hi.data + b);
-        if (!visible(lo, hi, block_sigma.data[b])) continue;
+        to_camera(lo, hi, c, h);
+        if (!visible(c, h, block_sigma.data[b])) continue;
         blocks.data[v] = b;
-        scale.data[v] = magnification(lo, hi);
+        scale.data[v] = magnification(lo, hi, c);
         ++v;
     }
     num_visible.data[0] = v;
@@ -278,7 +279,6 @@ def _frame_cut_kernel(
     layer_thin: wp.array(dtype=wp.vec3d),
     layer_gap: wp.array(dtype=wp.float64),
     layer_spread: wp.array(dtype=wp.float64),
-    camera_position: wp.vec3d,
     layer_bias: wp.float64,
     front: wp.array(dtype=wp.int32),
     front_block: wp.array(dtype=wp.int32),
@@ -288,6 +288,7 @@ def _frame_cut_kernel(
     row_bias: wp.array(dtype=wp.float32),
     count: wp.array(dtype=wp.int32),
 ):
+    camera_position = wp.vec3d(cam[_CAM_POS], cam[_CAM_POS + 1], cam[_CAM_POS + 2])
     _visible_native(cam, super_lo, super_hi, super_sigma, num_supers, super_of, block_lo,
                     block_hi, block_sigma, num_blocks, super_visible, blocks, scale, num_visible)
     _cut_native(blocks, scale, num_visible[0], nodes, pixel_size, colour_tolerance,
@@ -371,7 +372,6 @@ def frame_cut(tree: TreeArrays, camera, *, pixel_size: float,
                   inputs=[tree.cam, *tree.index, tree.blocks, tree.scale, tree.num_visible,
                           tree.nodes, wp.float64(pixel_size), wp.float64(tol),
                           int(colour_tolerance is not None), tree.num_originals,
-                          *tree.layers, wp.vec3d(*(float(c) for c in camera.position)),
-                          wp.float64(layer_bias), *tree.scratch, tree.rows, tree.row_bias,
-                          tree.count])
+                          *tree.layers, wp.float64(layer_bias), *tree.scratch, tree.rows,
+                          tree.row_bias, tree.count])
     return tree.rows_np[:int(tree.count.numpy()[0])]
