@@ -241,22 +241,14 @@ def augment_images(x: Any, generator: Any, *, shift_px: int, jitter: float) -> A
 
 
 # -- training -----------------------------------------------------------------------------
-def preload_torch_compiler() -> None:
-    """Import ``torch._dynamo`` (and with it triton) now, before MuJoCo renders.
-
-    ``torch.optim`` and ``torch.use_deterministic_algorithms`` import torch's compiler
-    stack, which loads triton's bundled LLVM; loaded after Mesa's software EGL (MuJoCo's
-    renderer here) it segfaults the process. Loaded first, both work. Every entry point
-    that records and trains in one process calls this before the first render.
-    """
-    import torch._dynamo  # noqa: F401
-
-
 def _deterministic_torch() -> None:
-    """Deterministic kernels on one thread (see :func:`preload_torch_compiler`)."""
+    """Deterministic kernels on one thread.
+
+    (Its compiler stack, triton, loads safely after MuJoCo has rendered: the renderer loads
+    triton before its first GL context, ``bench.sim.observation._load_triton_first``.)
+    """
     import torch
 
-    preload_torch_compiler()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
 
@@ -849,7 +841,6 @@ def train_policies(out: Any, config: TrainPoliciesConfig, *, resume: bool = Fals
 
     from bench.provenance import atomic_write_json, make_manifest
 
-    preload_torch_compiler()
     entries = {}
     for task in config.tasks:
         jobs = config.jobs(task)

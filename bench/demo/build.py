@@ -118,19 +118,6 @@ def check_names(worlds: tuple[str, ...], conditions: tuple[str, ...]) -> None:
                          f"{list(DEMO_CONDITIONS)}")
 
 
-def prepare_torch() -> None:
-    """Load torch's lazily imported deterministic-mode modules before any MuJoCo GL render.
-
-    ``torch.use_deterministic_algorithms`` imports ``torch._inductor`` on first use; in a
-    process that has already created a software (llvmpipe) EGL context that import
-    segfaults, so a process that renders and then trains calls this first (a no-op on the
-    deterministic setting itself).
-    """
-    import torch
-
-    torch.use_deterministic_algorithms(torch.are_deterministic_algorithms_enabled())
-
-
 # --------------------------------------------------------------------------- shipped assets
 def shipped_bundle(world: str, condition: str = "clean", *, root: Path | None = None) -> Path:
     """The shipped (or built, with ``root``) scene bundle of ``world`` under ``condition``."""
@@ -180,7 +167,6 @@ def build_capture(world: str, out: Path, config: BuildConfig, *, progress: bool 
     from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
     from bench.recon.capture import CaptureManifest
 
-    prepare_torch()
     key = _key({"tool": CAPTURE_TOOL, "world": world, "capture": config.capture.to_json()})
     work = out / "work" / world / "capture"
     shipped = out / "captures" / world
@@ -446,6 +432,5 @@ def report(root: Path, out: Path) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":  # python -m bench.demo.build ROOT OUT: the tables of docs/demo-build.md
-    prepare_torch()
     for row in report(Path(sys.argv[1]), Path(sys.argv[2])):
         print(row)

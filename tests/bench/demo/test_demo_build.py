@@ -18,15 +18,12 @@ from bench.demo.build import (
     DEMO_WORLDS,
     BuildConfig,
     build,
-    prepare_torch,
     score_test_views,
     shipped_bundle,
     shipped_capture,
 )
 from bench.demo.capture import CaptureConfig, _room_box, walk_path
 from bench.demo.worlds import get_world
-
-prepare_torch()  # at collection, before any test renders with MuJoCo (see prepare_torch)
 
 TINY = BuildConfig(
     capture=CaptureConfig(video_frames=12, intervals=6, fisheye_px=64, face_px=32, view_px=32,

@@ -25,10 +25,6 @@ from bench.policies.learned import (
     policy_dir,
 )
 
-# torch's compiler stack (imported by torch.optim) must load before any MuJoCo EGL context
-# exists in this process (bench.demo.bc.preload_torch_compiler); collection runs first.
-bc.preload_torch_compiler()
-
 TASKS = ("cup", "tape", "pen")
 
 

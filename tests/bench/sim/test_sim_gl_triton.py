@@ -18,6 +18,9 @@ from bench.sim.observation import _gl_context
 context = _gl_context(32, 32)   # software GL (MUJOCO_GL=egl on this machine)
 import torch._dynamo             # loads triton, as torchvision.models and torch.optim do
 import torchvision.models        # noqa: F401
+import torch
+import torch.optim               # what the demo's training imports after recording
+torch.use_deterministic_algorithms(True)  # imports torch._inductor
 context.free()
 print("alive")
 """
