@@ -128,8 +128,12 @@ def _load_bundle(scene: Any):
 
 
 def scene_cameras(bundle: Any, role: str) -> list:
-    """Cameras of ``role`` from a scene bundle's camera file."""
-    from bench.scene.camera_files import load_cameras
+    """Cameras of ``role`` from a scene bundle's camera file, in the world frame.
+
+    The background is rendered in the world frame; a role file declaring ``"frame":
+    "splat"`` is moved there with the bundle's ``world_from_splat`` (no key: world).
+    """
+    from bench.scene.camera_files import WORLD, load_camera_file
 
     if role not in bundle.cameras:
         raise BenchError(
@@ -139,7 +143,8 @@ def scene_cameras(bundle: Any, role: str) -> list:
         )
     if bundle.root is None:
         raise BenchError(f"scene {bundle.name!r} was built in code; save it before scoring")
-    cams = load_cameras(Path(bundle.root) / bundle.cameras[role])
+    cams = load_camera_file(Path(bundle.root) / bundle.cameras[role],
+                            default_frame=WORLD).in_frame(WORLD, bundle.world_from_splat)
     if not cams:
         raise BenchError(f"camera file for role {role!r} of scene {bundle.name!r} is empty")
     return cams

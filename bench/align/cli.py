@@ -88,12 +88,14 @@ def run_color(args: argparse.Namespace) -> int:
     from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
     from bench.render import render
     from bench.scene.bundle import SCENE_FILE, load_scene, write_scene_files
-    from bench.scene.camera_files import load_cameras
+    from bench.scene.camera_files import WORLD, load_camera_file
 
     if args.degree < 1 or args.iterations < 1:
         raise BenchError("--degree and --iterations must be >= 1")
     scene = load_scene(args.scene)
-    cameras = load_cameras(args.cameras)
+    # rendered from the world-frame background: a file without "frame" is world
+    cameras = load_camera_file(args.cameras, default_frame=WORLD).in_frame(
+        WORLD, scene.world_from_splat)
     captures = Path(args.captures)
     rendered, captured, inputs = [], [], {SCENE_FILE: Path(args.scene) / SCENE_FILE}
     for camera in cameras:
@@ -172,8 +174,12 @@ def _load_meshes(args: argparse.Namespace) -> tuple[dict, dict]:
 
 def run_pose(args: argparse.Namespace) -> int:
     """Handler of ``bench align pose``."""
-    from bench.safety import preflight_output_dir
+    from bench.safety import check_count, check_real, preflight_output_dir
 
+    check_count(args.per_link, what="--per-link", low=10, high=1_000_000,
+                fix="sample 10 to 1,000,000 points per link (default 2000)")
+    check_real(args.inlier_distance, what="--inlier-distance", low=0.0, low_open=True,
+               fix="give the RANSAC inlier distance in metres (default 0.01)")
     inputs = [("--splats", args.splats), ("--mesh", args.mesh), ("--links", args.links)]
     preflight_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)  # before work
     import csv
@@ -191,8 +197,6 @@ def run_pose(args: argparse.Namespace) -> int:
     from bench.scene.ply import read_gaussians, write_ply
     from bench.scene.transforms import transform_splats
 
-    if args.per_link < 10 or args.inlier_distance <= 0:
-        raise BenchError("--per-link must be >= 10 and --inlier-distance > 0 m")
     splats = read_gaussians(args.splats)
     meshes, inputs = _load_meshes(args)
     inputs[Path(args.splats).name] = Path(args.splats)

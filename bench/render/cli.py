@@ -10,7 +10,10 @@
 - ``alpha/{i:04d}_{name}.png``: 8-bit accumulated opacity (0 outside a fisheye's
   image circle);
 
-plus ``cameras.json`` (the cameras as rendered, after any size override) and
+plus ``cameras.json`` (the cameras as rendered, after any size override, in the
+world frame and saying so: ``"frame": "world"``; a camera file that declares
+``"splat"`` is moved into the world frame with the bundle's ``world_from_splat``, and
+one without the key is read as world) and
 ``manifest.json`` (tool ``render/1``, parameters, input/output sha256). The
 output directory is staged and renamed into place, so a failure leaves nothing.
 """
@@ -68,7 +71,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     inner = cams.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
     conv = inner.add_parser(
         "convert", help="convert between JSON, COLMAP (text/binary) and transforms.json",
-        description="Read a camera file in any supported format and write it in another.")
+        description="Read a camera file in any supported format and write it in another. "
+        "Lens distortion is kept: COLMAP SIMPLE_RADIAL / RADIAL / OPENCV / FULL_OPENCV / "
+        "OPENCV_FISHEYE (+ SIMPLE_RADIAL_FISHEYE / RADIAL_FISHEYE, written as OPENCV_FISHEYE) "
+        "and transforms.json k1 k2 k3 p1 p2 (OPENCV) or k1..k4 (OPENCV_FISHEYE); a target "
+        "that cannot hold a camera's model (transforms.json for FULL_OPENCV k4..k6) is "
+        "refused.")
     conv.add_argument("src", help="input: .json list, COLMAP model dir, or transforms.json")
     conv.add_argument("dst", help="output file (.json / transforms.json) or COLMAP directory")
     conv.add_argument("--format", choices=["json", "colmap-text", "colmap-binary", "transforms"],
@@ -160,7 +168,7 @@ def run_render(args: argparse.Namespace) -> int:
     from bench.render import render, resolve_backend
     from bench.safety import check_image_size, preflight_output_dir
     from bench.scene.bundle import SCENE_FILE, load_scene
-    from bench.scene.camera_files import load_cameras, save_cameras
+    from bench.scene.camera_files import WORLD, load_camera_file, save_cameras
 
     background = parse_background(args.background)
     preflight_output_dir(args.out, overwrite=args.overwrite, inputs=[("--scene", args.scene),
@@ -175,7 +183,10 @@ def run_render(args: argparse.Namespace) -> int:
         cam_path = Path(bundle.root) / bundle.cameras[args.role]
     else:
         cam_path = Path(args.cameras)
-    cameras = [_override_size(c, args.width, args.height) for c in load_cameras(cam_path)]
+    # the background is drawn in the world frame: cameras too (no key = world, as always)
+    world = load_camera_file(cam_path, default_frame=WORLD).in_frame(WORLD,
+                                                                     bundle.world_from_splat)
+    cameras = [_override_size(c, args.width, args.height) for c in world]
     if not cameras:
         raise BenchError(f"camera file {cam_path} holds no cameras; add at least one")
     for cam in cameras:
@@ -216,7 +227,7 @@ def run_render(args: argparse.Namespace) -> int:
             stem = _file_stem(i, cam.name)
             for kind, rel in write_view(tmp, stem, out).items():
                 outputs[f"{kind}:{stem}"] = tmp / rel
-        save_cameras(tmp / "cameras.json", cameras)
+        save_cameras(tmp / "cameras.json", cameras, frame=WORLD)
         outputs["cameras"] = tmp / "cameras.json"
         manifest = make_manifest(
             tool=TOOL,
@@ -247,7 +258,7 @@ def run_convert(args: argparse.Namespace) -> int:
     check_output_path(dst, inputs=[args.src], flag="DST")
     if dst.exists() and not args.overwrite and (dst.is_file() or any(dst.iterdir())):
         raise BenchError(f"{dst} exists; pass --overwrite or choose another destination")
-    cameras = load_cameras(args.src)
+    cameras = load_cameras(args.src, keep_distortion=True)  # written wherever the target holds it
     save_cameras(dst, cameras, format=args.format)
     print(f"converted {len(cameras)} camera(s): {args.src} -> {args.dst}")
     written = args.format or ("colmap-text" if dst.suffix == "" else "json")

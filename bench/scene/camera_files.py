@@ -4,26 +4,45 @@
 dicts (:meth:`bench.scene.cameras.Camera.to_dict`), COLMAP sparse models
 (``cameras`` + ``images``, text or binary) and nerfstudio ``transforms.json``
 (OpenGL axes inside the file, OpenCV axes in every :class:`~bench.scene.cameras.Camera`).
+
+Camera frames: a pose is in the scene's WORLD frame (metres, +z up; what a bundle's
+``background`` is in) or in its SPLAT frame (the reconstruction's coordinates, what the
+background file, COLMAP and nerfstudio exports are in; ``world = world_from_splat @ splat``).
+A file states it: the JSON list gives every camera entry ``"frame": "world"`` or
+``"splat"`` (a list keeps the old shape; an object ``{"frame": ..., "cameras": [...]}`` is
+read too), ``transforms.json`` a top-level ``"frame"`` key (nerfstudio ignores it). COLMAP
+models have no place for it. A file without the key (older versions, other tools, COLMAP)
+is read in the default of the place that reads it: :func:`load_camera_file` takes it as
+``default_frame`` (study captures: ``splat``; scene-bundle camera roles, ``bench render``,
+``bench score``, ``bench align``: ``world``). :meth:`CameraFile.in_frame` moves cameras
+between the frames with the bundle's ``world_from_splat``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from bench.errors import BenchError
-from bench.geometry import mat_to_quat, quat_to_mat
+from bench.geometry import mat_to_quat
 from bench.provenance import atomic_write_bytes, read_json
 from bench.scene.cameras import Camera
 
-__all__ = ["FORMATS", "convert_cameras", "load_cameras", "save_cameras"]
+__all__ = ["FORMATS", "FRAMES", "CameraFile", "CameraFrameWarning", "CameraList",
+           "check_frame", "convert_cameras", "load_camera_file", "load_cameras", "move_cameras",
+           "save_cameras"]
 
 FORMATS = ("json", "colmap-text", "colmap-binary", "transforms")
+WORLD, SPLAT = "world", "splat"
+FRAMES = (WORLD, SPLAT)
 
 # COLMAP camera models: name -> (model id, number of params).
 _COLMAP_MODELS = {
@@ -36,7 +55,119 @@ _COLMAP_BY_ID = {mid: (name, n) for name, (mid, n) in _COLMAP_MODELS.items()}
 _GL_FROM_CV = np.diag([1.0, -1.0, -1.0, 1.0])
 
 
-def load_cameras(path: str | os.PathLike, *, keep_distortion: bool = False) -> list[Camera]:
+# ---------------------------------------------------------------------- frames
+class CameraFrameWarning(UserWarning):
+    """A declared camera frame that a format cannot keep (COLMAP)."""
+
+
+class CameraList(list):
+    """The cameras of a file (a plain ``list``) plus the frame it declares.
+
+    Attributes:
+        frame: ``"world"`` / ``"splat"`` as the file states it; None when it states
+            none (the reader applies its default, see :func:`load_camera_file`).
+            :func:`save_cameras` writes it back, so a conversion keeps it.
+    """
+
+    frame: str | None = None
+
+
+def check_frame(value: object, *, where: str) -> str:
+    """``value`` if it names a frame; BenchError naming ``where`` and the choices otherwise."""
+    if not (isinstance(value, str) and value in FRAMES):
+        raise BenchError(f'{where}: "frame" is {value!r:.40}; use "world" (the scene\'s metres, '
+                         '+z up) or "splat" (the reconstruction\'s coordinates)')
+    return value
+
+
+def move_cameras(cameras: Sequence[Camera], *, source: str, target: str,
+                 world_from_splat: np.ndarray) -> list[Camera]:
+    """Cameras moved from frame ``source`` to ``target`` (a no-op when they are equal).
+
+    Args:
+        cameras: Poses in ``source``.
+        source: Frame of the given poses, ``"world"`` or ``"splat"``.
+        target: Frame wanted, ``"world"`` or ``"splat"``.
+        world_from_splat: [4, 4] similarity of the scene (``SceneBundle.world_from_splat``).
+            Intrinsics are kept: a similarity moves the scene and the camera together, so
+            the image is the same (depth scales by its factor).
+    """
+    from bench.geometry import Similarity
+
+    check_frame(source, where="source frame")
+    check_frame(target, where="target frame")
+    if source == target:
+        return list(cameras)
+    sim = Similarity.from_matrix(world_from_splat)
+    sim = sim if target == WORLD else sim.inverse()
+    moved = []
+    for cam in cameras:
+        pose = np.eye(4)  # [4, 4] rigid: rotation turned, centre mapped
+        pose[:3, :3] = sim.rotation @ cam.world_from_camera[:3, :3]
+        pose[:3, 3] = sim.apply_points(cam.world_from_camera[None, :3, 3])[0]
+        moved.append(cam.replace(world_from_camera=pose))
+    return moved
+
+
+@dataclass(frozen=True)
+class CameraFile:
+    """A camera file as read, with the frame its poses are in.
+
+    Attributes:
+        cameras: The cameras in file order (COLMAP: by image name).
+        frame: ``"world"`` or ``"splat"``: declared by the file, else the reader's default.
+        declared: True when the file states the frame (False: the default was applied).
+        path: The file (or COLMAP model directory) read.
+    """
+
+    cameras: tuple[Camera, ...]
+    frame: str
+    declared: bool
+    path: Path
+
+    def in_frame(self, target: str, world_from_splat: np.ndarray) -> list[Camera]:
+        """The cameras in ``target`` frame, moved with the scene's ``world_from_splat``."""
+        return move_cameras(self.cameras, source=self.frame, target=target,
+                            world_from_splat=world_from_splat)
+
+
+def load_camera_file(path: str | os.PathLike, *, default_frame: str,
+                     keep_distortion: bool = False) -> CameraFile:
+    """Read a camera file (any format of :func:`load_cameras`) and its frame.
+
+    Args:
+        path: See :func:`load_cameras`.
+        default_frame: Frame of a file that states none (no ``"frame"`` key, or a COLMAP
+            model): the documented default of the caller (study captures ``"splat"``,
+            scene-bundle roles and ``bench render`` ``"world"``).
+        keep_distortion: See :func:`load_cameras`.
+    """
+    check_frame(default_frame, where="default_frame")
+    cameras = load_cameras(path, keep_distortion=keep_distortion)
+    declared = cameras.frame is not None
+    return CameraFile(tuple(cameras), cameras.frame if declared else default_frame, declared,
+                      Path(path))
+
+
+def _declared_frame(path: Path, top: object, entries: list[dict]) -> str | None:
+    """The one frame a JSON camera file states (top-level and/or per entry), or None."""
+    where = f"camera file {path}"
+    frame = None if top is None else check_frame(top, where=where)
+    keyed = [i for i, entry in enumerate(entries) if "frame" in entry]
+    for i in keyed:
+        value = check_frame(entries[i]["frame"], where=f"{where}, entry {i}")
+        if frame is not None and value != frame:
+            raise BenchError(f'{where} mixes frames ("{frame}" and "{value}" in entry {i}); '
+                             "a file holds cameras of one frame: split it or move the poses")
+        frame = value
+    if keyed and top is None and len(keyed) < len(entries):
+        bare = next(i for i in range(len(entries)) if "frame" not in entries[i])
+        raise BenchError(f'{where}: entry {bare} has no "frame" while entry {keyed[0]} says '
+                         f'"{frame}"; give every entry the same "frame"')
+    return frame
+
+
+def load_cameras(path: str | os.PathLike, *, keep_distortion: bool = False) -> CameraList:
     """Load cameras from a JSON list, a COLMAP sparse model dir, or a transforms.json.
 
     Args:
@@ -51,7 +182,10 @@ def load_cameras(path: str | os.PathLike, *, keep_distortion: bool = False) -> l
             draw them as ideal pinholes.
 
     Returns:
-        The cameras in file order (COLMAP: sorted by image name).
+        The cameras in file order (COLMAP: sorted by image name), with ``.frame`` the
+        frame the file declares (None when it declares none; a bad or mixed ``"frame"``
+        is a BenchError). Readers that render apply their default through
+        :func:`load_camera_file`.
     """
     path = Path(path)
     if not path.exists():
@@ -61,7 +195,7 @@ def load_cameras(path: str | os.PathLike, *, keep_distortion: bool = False) -> l
     if path.is_dir():
         model_dir = _find_colmap_dir(path)
         try:
-            return _load_colmap(model_dir, keep_distortion=keep_distortion)
+            return CameraList(_load_colmap(model_dir, keep_distortion=keep_distortion))
         except BenchError:
             raise
         except (struct.error, EOFError, UnicodeDecodeError) as exc:
@@ -79,14 +213,22 @@ def load_cameras(path: str | os.PathLike, *, keep_distortion: bool = False) -> l
                              f"(one per image), got {type(frames).__name__}; fix the file")
         if not frames:
             raise BenchError(f"transforms file {path}: 'frames' is empty; add the images")
+        if any("frame" in f for f in frames):  # nerfstudio would not see a per-image one
+            raise BenchError(f'transforms file {path}: "frame" is set inside an image entry; '
+                             'set it once at the top level ("frame": "world" or "splat")')
+        frame = None if "frame" not in data else check_frame(
+            data["frame"], where=f"transforms file {path}")
         try:
-            return _from_transforms(data, keep_distortion=keep_distortion)
+            cams = CameraList(_from_transforms(data, keep_distortion=keep_distortion))
+            cams.frame = frame
+            return cams
         except BenchError:
             raise
         except (TypeError, ValueError, KeyError, IndexError) as exc:
             raise BenchError(f"transforms file {path}: malformed frame ({type(exc).__name__}: "
                              f"{exc}); each frame needs transform_matrix (4x4 numbers) and "
                              "file_path, intrinsics numbers") from None
+    top = data.get("frame") if isinstance(data, dict) else None  # {"frame", "cameras"} form
     if isinstance(data, dict) and "cameras" in data:
         data = data["cameras"]
     if not isinstance(data, list):
@@ -100,7 +242,8 @@ def load_cameras(path: str | os.PathLike, *, keep_distortion: bool = False) -> l
         raise BenchError(f"camera file {path}: entry {bad[0]} is {type(data[bad[0]]).__name__} "
                          f"{data[bad[0]]!r:.40}; the file must be a JSON list of camera objects "
                          "(model, width, height, fx, fy, cx, cy, world_from_camera)")
-    cameras = []
+    cameras = CameraList()
+    cameras.frame = _declared_frame(path, top, data)
     for i, entry in enumerate(data):
         try:
             cameras.append(Camera.from_dict(entry))
@@ -115,7 +258,7 @@ def load_cameras(path: str | os.PathLike, *, keep_distortion: bool = False) -> l
 
 
 def save_cameras(path: str | os.PathLike, cameras: Sequence[Camera], *,
-                 format: str | None = None) -> None:
+                 format: str | None = None, frame: str | None = None) -> None:
     """Write cameras atomically.
 
     Args:
@@ -125,8 +268,17 @@ def save_cameras(path: str | os.PathLike, cameras: Sequence[Camera], *,
             ``transforms.json``, ``json`` for other ``.json`` names,
             ``colmap-text`` for a name without suffix (``path`` is then a directory);
             other suffixes are refused.
+        frame: ``"world"`` or ``"splat"``, written as every entry's ``"frame"`` (json) or
+            the top-level ``"frame"`` (transforms). Default: ``cameras.frame`` of a
+            :class:`CameraList` (a conversion keeps the frame), else no key (readers then
+            apply their default). COLMAP has no place for it: a declared frame is dropped
+            with a :class:`CameraFrameWarning`.
     """
     path = Path(path)
+    if frame is None:
+        frame = getattr(cameras, "frame", None)
+    if frame is not None:
+        check_frame(frame, where=f"save_cameras({path.name})")
     if format is None:
         if path.name == "transforms.json":
             format = "transforms"
@@ -143,25 +295,41 @@ def save_cameras(path: str | os.PathLike, cameras: Sequence[Camera], *,
     if format not in FORMATS:
         raise ValueError(f"unknown camera file format {format!r}; use one of {FORMATS}")
     cameras = list(cameras)
+    tag = {} if frame is None else {"frame": frame}  # first key: seen at a glance
     if format == "json":
-        text = json.dumps([c.to_dict() for c in cameras], indent=2) + "\n"
+        text = json.dumps([{**tag, **c.to_dict()} for c in cameras], indent=2) + "\n"
         atomic_write_bytes(path, text.encode())
     elif format == "transforms":
-        text = json.dumps(_to_transforms(cameras), indent=2) + "\n"
+        text = json.dumps({**tag, **_to_transforms(cameras)}, indent=2) + "\n"
         atomic_write_bytes(path, text.encode())
     else:
+        if frame is not None:
+            warnings.warn(f"{path}: a COLMAP model has no place for the camera frame "
+                          f"({frame!r}); readers apply their default (splat for study "
+                          "captures, world elsewhere); keep a .json or transforms.json copy "
+                          "to preserve it", CameraFrameWarning, stacklevel=2)
         _save_colmap(path, cameras, binary=format == "colmap-binary")
 
 
 def convert_cameras(src: str | os.PathLike, dst: str | os.PathLike, *,
-                    format: str | None = None) -> list[Camera]:
-    """Read any supported camera file and write it in another format; returns the cameras."""
-    cameras = load_cameras(src)
+                    format: str | None = None, keep_distortion: bool = True) -> list[Camera]:
+    """Read any supported camera file and write it in another format; returns the cameras.
+
+    Lens distortion is kept (``keep_distortion``, see :func:`load_cameras`) and written in
+    every format that holds it; a target that cannot (transforms.json for FULL_OPENCV's
+    rational k4..k6) raises a BenchError before anything is written.
+    """
+    cameras = load_cameras(src, keep_distortion=keep_distortion)
     save_cameras(dst, cameras, format=format)
     return cameras
 
 
 # ---------------------------------------------------------------- nerfstudio
+# Lens keys of nerfstudio: OPENCV is 1 + k1 r^2 + k2 r^4 + k3 r^6 + k4 r^8 with tangential
+# p1, p2; OPENCV_FISHEYE is Kannala-Brandt k1..k4.
+_NERFSTUDIO_KEYS = ("k1", "k2", "k3", "k4", "p1", "p2")
+
+
 def _from_transforms(data: dict, *, keep_distortion: bool = False) -> list[Camera]:
     cams = []
     for i, frame in enumerate(data["frames"]):
@@ -175,31 +343,43 @@ def _from_transforms(data: dict, *, keep_distortion: bool = False) -> list[Camer
             return merged[key]
 
         model_name = merged.get("camera_model", "OPENCV")
-        dist = [float(merged.get(k, 0.0)) for k in ("k1", "k2", "k3", "k4")]
+        coef = {k: float(merged.get(k, 0.0)) for k in _NERFSTUDIO_KEYS}
+        dist = (0.0, 0.0, 0.0, 0.0)
         opencv: tuple[float, ...] = ()
         if model_name == "OPENCV_FISHEYE":
             model = "fisheye"
+            dist = (coef["k1"], coef["k2"], coef["k3"], coef["k4"])
+            if coef["p1"] or coef["p2"]:  # nerfstudio ignores them: never drop them silently
+                raise BenchError(
+                    f"transforms.json frame {i}: OPENCV_FISHEYE has no tangential terms, but "
+                    f"p1={coef['p1']}, p2={coef['p2']}; remove them, or set camera_model "
+                    "OPENCV if the lens is radial-tangential")
         elif model_name in ("OPENCV", "PINHOLE", "SIMPLE_PINHOLE"):
             model = "pinhole"
-            radial = dist[:3] + [float(merged.get(k, 0.0)) for k in ("p1", "p2")]
-            if any(radial) and keep_distortion:
-                opencv = (radial[0], radial[1], radial[3], radial[4], radial[2])
-            elif any(radial):
+            if coef["k4"]:
                 raise BenchError(
-                    f"transforms.json frame {i}: pinhole distortion {radial} is not supported; "
-                    "undistort the images first (e.g. `colmap image_undistorter`)"
+                    f"transforms.json frame {i}: k4={coef['k4']} is nerfstudio's r^8 radial "
+                    "term, which OpenCV and COLMAP lens models (and this bench's undistortion) "
+                    "lack; undistort the images first, or calibrate with k1..k3, p1, p2 only")
+            radial = tuple(coef[k] for k in ("k1", "k2", "p1", "p2", "k3"))  # OpenCV's order
+            if any(radial) and not keep_distortion:
+                raise BenchError(
+                    f"transforms.json frame {i}: pinhole distortion {radial} (k1, k2, p1, p2, "
+                    "k3) is drawn as an ideal pinhole; undistort the images first (e.g. "
+                    "`colmap image_undistorter`)"
                 )
-            dist = [0.0] * 4
+            opencv = radial
         else:
             raise BenchError(f"transforms.json camera_model {model_name!r} is not supported; "
-                             "use OPENCV (undistorted), PINHOLE or OPENCV_FISHEYE")
+                             "use OPENCV (k1, k2, k3, p1, p2), PINHOLE or OPENCV_FISHEYE "
+                             "(k1..k4)")
         c2w = np.asarray(get("transform_matrix"), np.float64)
         if c2w.shape == (3, 4):
             c2w = np.vstack([c2w, [0, 0, 0, 1]])
         cams.append(Camera(
             model=model, width=int(get("w")), height=int(get("h")), fx=float(get("fl_x")),
             fy=float(merged.get("fl_y", get("fl_x"))), cx=float(get("cx")), cy=float(get("cy")),
-            world_from_camera=c2w @ _GL_FROM_CV, distortion=tuple(dist),
+            world_from_camera=c2w @ _GL_FROM_CV, distortion=dist,
             fov_deg=merged.get("fov_deg"), name=str(frame.get("file_path", f"frame_{i:05d}")),
             opencv_distortion=opencv,
         ))
@@ -216,7 +396,20 @@ def _to_transforms(cameras: list[Camera]) -> dict:
             "w": cam.width, "h": cam.height, "fl_x": cam.fx, "fl_y": cam.fy,
             "cx": cam.cx, "cy": cam.cy,
         }
-        frame.update(dict(zip(("k1", "k2", "k3", "k4"), cam.distortion, strict=True)))
+        if cam.model == "fisheye":
+            frame.update(zip(("k1", "k2", "k3", "k4"), cam.distortion, strict=True))
+        else:
+            k1, k2, p1, p2, k3, *rational = cam.opencv_distortion or (0.0,) * 5
+            if any(rational):
+                raise BenchError(
+                    f"camera {cam.name!r} has FULL_OPENCV rational distortion k4..k6 = "
+                    f"{tuple(rational)}, which transforms.json cannot hold (nerfstudio's OPENCV "
+                    "has k1..k4 radial, p1, p2); write a COLMAP model (--format colmap-text or "
+                    "colmap-binary) or a .json list instead")
+            # k4 here is nerfstudio's r^8 term, which OpenCV models lack: 0 is exact
+            frame.update(k1=k1, k2=k2, k3=k3, k4=0.0)
+            if cam.opencv_distortion:
+                frame.update(p1=p1, p2=p2)
         if cam.fov_deg is not None:
             frame["fov_deg"] = cam.fov_deg
         frames.append(frame)
@@ -237,47 +430,94 @@ def _find_colmap_dir(path: Path) -> Path:
 
 def _colmap_intrinsics(model_name: str, params: list[float], cam_id: int, *,
                        keep_distortion: bool = False) -> dict:
+    p = [float(v) for v in params]
     if model_name == "SIMPLE_PINHOLE":
-        f, cx, cy = params
+        f, cx, cy = p
         return {"model": "pinhole", "fx": f, "fy": f, "cx": cx, "cy": cy}
     if model_name == "PINHOLE":
-        fx, fy, cx, cy = params
+        fx, fy, cx, cy = p
         return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy}
-    if model_name == "OPENCV_FISHEYE":
-        fx, fy, cx, cy, *k = params
-        return {"model": "fisheye", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "distortion": tuple(k)}
-    if model_name in ("SIMPLE_RADIAL", "RADIAL", "OPENCV") and not any(
-        params[3 if model_name != "OPENCV" else 4:]
-    ):
-        fx = params[0]
-        if model_name == "OPENCV":
-            fy, cx, cy = params[1], params[2], params[3]
-        else:
-            fy, cx, cy = fx, params[1], params[2]
-        return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy}
-    if keep_distortion and model_name in ("SIMPLE_RADIAL", "RADIAL", "OPENCV"):
-        if model_name == "OPENCV":
-            fx, fy, cx, cy, k1, k2, p1, p2 = params
-        else:
-            f, cx, cy, k1, *rest = params
-            fx = fy = f
-            k2, p1, p2 = (rest[0] if rest else 0.0), 0.0, 0.0
-        return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy,
-                "opencv_distortion": (k1, k2, p1, p2, 0.0)}
-    raise BenchError(
-        f"COLMAP camera {cam_id} uses model {model_name} with distortion, which is not supported; "
-        "run `colmap image_undistorter` (-> PINHOLE) or calibrate as OPENCV_FISHEYE"
-    )
+    if model_name in ("OPENCV_FISHEYE", "SIMPLE_RADIAL_FISHEYE", "RADIAL_FISHEYE"):
+        # COLMAP's smaller fisheyes are Kannala-Brandt with the higher terms zero
+        if model_name == "OPENCV_FISHEYE":
+            fx, fy, cx, cy, *k = p
+        else:  # f, cx, cy, k1 [k2]
+            fx = fy = p[0]
+            cx, cy, k = p[1], p[2], p[3:]
+        return {"model": "fisheye", "fx": fx, "fy": fy, "cx": cx, "cy": cy,
+                "distortion": tuple(k) + (0.0,) * (4 - len(k))}
+    if model_name in ("SIMPLE_RADIAL", "RADIAL"):  # f, cx, cy, k1 [k2]
+        fx = fy = p[0]
+        cx, cy, k = p[1], p[2], p[3:]
+        coeffs = (k[0], k[1] if len(k) > 1 else 0.0, 0.0, 0.0, 0.0)
+    elif model_name in ("OPENCV", "FULL_OPENCV"):
+        fx, fy, cx, cy, *k = p
+        coeffs = (*k, 0.0) if len(k) == 4 else tuple(k)  # OpenCV's k1 k2 p1 p2 k3 [k4 k5 k6]
+    else:
+        raise BenchError(
+            f"COLMAP camera {cam_id} uses model {model_name}, which this bench has no lens model "
+            "for; run `colmap image_undistorter` (-> PINHOLE) or calibrate as OPENCV, "
+            "FULL_OPENCV or OPENCV_FISHEYE"
+        )
+    intr = {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy}
+    if any(coeffs):
+        if not keep_distortion:
+            raise BenchError(
+                f"COLMAP camera {cam_id} uses model {model_name} with distortion, which a "
+                "renderer would draw as an ideal pinhole; run `colmap image_undistorter` "
+                "(-> PINHOLE) first (`bench cameras convert` keeps the distortion)"
+            )
+        intr["opencv_distortion"] = coeffs
+    return intr
+
+
+def _colmap_world_from_camera(qt: Sequence[float]) -> np.ndarray:  # [7] -> [4, 4]
+    """world_from_camera of COLMAP's camera_from_world ``(qw, qx, qy, qz, tx, ty, tz)``.
+
+    Plain Python floats in a fixed order (no BLAS), so a file gives the same bits on every
+    machine: :func:`_colmap_pose` compares them to tell whether the values read still hold.
+    """
+    w, x, y, z, tx, ty, tz = (float(v) for v in qt)
+    norm = math.hypot(w, x, y, z)
+    if norm == math.inf and all(math.isfinite(v) for v in (w, x, y, z)):  # |q| overflows
+        big = max(abs(w), abs(x), abs(y), abs(z))
+        w, x, y, z = w / big, x / big, y / big, z / big
+        norm = math.hypot(w, x, y, z)
+    if not (math.isfinite(norm) and norm > 0.0):
+        raise ValueError(f"quaternion {(w, x, y, z)} is zero or not finite")
+    w, x, y, z = w / norm, x / norm, y / norm, z / norm
+    rot = ((1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)),
+           (2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)),
+           (2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)))
+    pose = np.eye(4)
+    for i in range(3):
+        pose[i, :3] = (rot[0][i], rot[1][i], rot[2][i])  # R^T
+        pose[i, 3] = -(rot[0][i] * tx + rot[1][i] * ty + rot[2][i] * tz)  # -R^T t
+    return pose
+
+
+def _colmap_pose(cam: Camera) -> tuple[float, ...]:
+    """The ``(qw, qx, qy, qz, tx, ty, tz)`` COLMAP stores for a camera.
+
+    The values read (``Camera.colmap_pose``) while they still give the camera's pose bit for
+    bit, else converted from the matrix (then exact on every later re-export, since reading
+    stores them). The sign is canonical: the first nonzero of qw, qx, qy, qz is positive
+    (q and -q are one rotation; negating q changes no bit of the matrix). -0.0 becomes 0.0.
+    """
+    if cam.colmap_pose and np.array_equal(_colmap_world_from_camera(cam.colmap_pose),
+                                          cam.world_from_camera):
+        q, t = cam.colmap_pose[:4], cam.colmap_pose[4:]
+    else:
+        view = cam.camera_from_world
+        q, t = mat_to_quat(view[:3, :3]).tolist(), view[:3, 3].tolist()
+    sign = -1.0 if next((v for v in q if v != 0.0), 1.0) < 0 else 1.0
+    return tuple(sign * v + 0.0 for v in q) + tuple(v + 0.0 for v in t)
 
 
 def _colmap_camera(intr: dict, width: int, height: int, qvec, tvec, name: str) -> Camera:
-    view = np.eye(4)
-    view[:3, :3] = quat_to_mat(qvec)
-    view[:3, 3] = tvec
-    pose = np.eye(4)
-    pose[:3, :3] = view[:3, :3].T
-    pose[:3, 3] = -view[:3, :3].T @ view[:3, 3]
-    return Camera(width=width, height=height, world_from_camera=pose, name=name, **intr)
+    qt = (*qvec, *tvec)
+    return Camera(width=width, height=height, world_from_camera=_colmap_world_from_camera(qt),
+                  name=name, colmap_pose=qt, **intr)
 
 
 def _load_colmap(model_dir: Path, *, keep_distortion: bool = False) -> list[Camera]:
@@ -357,24 +597,39 @@ def _read_colmap_binary(model_dir: Path, *, keep_distortion: bool = False):
 
 
 def _colmap_params(cam: Camera) -> tuple[str, list[float]]:
+    """COLMAP (model, params) holding the camera exactly.
+
+    A fisheye is OPENCV_FISHEYE; a pinhole the smallest of PINHOLE, SIMPLE_RADIAL (fx = fy,
+    k1), RADIAL (fx = fy, k1, k2), OPENCV (k1, k2, p1, p2) and FULL_OPENCV (k3, rational
+    k4..k6) that holds its nonzero coefficients: no coefficient is ever dropped.
+    """
+    intr = [cam.fx, cam.fy, cam.cx, cam.cy]
     if cam.model == "fisheye":
-        return "OPENCV_FISHEYE", [cam.fx, cam.fy, cam.cx, cam.cy, *cam.distortion]
-    if cam.opencv_distortion:
-        return "OPENCV", [cam.fx, cam.fy, cam.cx, cam.cy, *cam.opencv_distortion[:4]]
-    return "PINHOLE", [cam.fx, cam.fy, cam.cx, cam.cy]
+        return "OPENCV_FISHEYE", [*intr, *cam.distortion]
+    if not cam.opencv_distortion:
+        return "PINHOLE", intr
+    k1, k2, p1, p2, k3, *rational = cam.opencv_distortion
+    if k3 or any(rational):
+        return "FULL_OPENCV", [*intr, k1, k2, p1, p2, k3, *(rational or (0.0, 0.0, 0.0))]
+    if cam.fx == cam.fy and not (p1 or p2):
+        if k2:
+            return "RADIAL", [cam.fx, cam.cx, cam.cy, k1, k2]
+        return "SIMPLE_RADIAL", [cam.fx, cam.cx, cam.cy, k1]
+    return "OPENCV", [*intr, k1, k2, p1, p2]
 
 
 def _save_colmap(model_dir: Path, cameras: list[Camera], *, binary: bool) -> None:
     # One COLMAP camera per distinct intrinsics, shared by images (as COLMAP does).
+    # Floats are written exactly (binary: float64 bytes; text: repr, the shortest string that
+    # reads back to the same float), so a re-export reproduces the file byte for byte.
     intr_ids: dict[tuple, int] = {}
     image_rows = []
     for i, cam in enumerate(cameras):
         model_name, params = _colmap_params(cam)
         key = (model_name, cam.width, cam.height, *params)
         cam_id = intr_ids.setdefault(key, len(intr_ids) + 1)
-        view = cam.camera_from_world
-        image_rows.append((i + 1, mat_to_quat(view[:3, :3]).tolist(), view[:3, 3].tolist(), cam_id,
-                           cam.name or f"frame_{i:05d}.png"))
+        qt = _colmap_pose(cam)
+        image_rows.append((i + 1, qt[:4], qt[4:], cam_id, cam.name or f"frame_{i:05d}.png"))
     if binary:
         cams_bin = struct.pack("<Q", len(intr_ids))
         for key, cam_id in intr_ids.items():

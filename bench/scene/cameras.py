@@ -57,11 +57,19 @@ class Camera:
         fov_deg: Fisheye only: full field of view of the lens in degrees (None =
             limited only by where the distortion polynomial stops increasing).
         name: Free-form name (image file name in COLMAP / nerfstudio files).
-        opencv_distortion: Pinhole only: OpenCV radial-tangential coefficients
-            ``(k1, k2, p1, p2, k3)`` of a *captured* image (COLMAP SIMPLE_RADIAL / RADIAL /
-            OPENCV, transforms.json OPENCV); empty for an ideal pinhole. Renderers draw the
-            ideal pinhole: undistort such images first (``bench.study.captures``). Only
-            ``load_cameras(..., keep_distortion=True)`` returns cameras with it.
+        opencv_distortion: Pinhole only: OpenCV radial-tangential coefficients of a
+            *captured* image in OpenCV's order (what ``cv2.undistort`` takes):
+            ``(k1, k2, p1, p2, k3)`` (COLMAP SIMPLE_RADIAL / RADIAL / OPENCV, transforms.json
+            OPENCV) or ``(k1, k2, p1, p2, k3, k4, k5, k6)`` with the rational terms (COLMAP
+            FULL_OPENCV; stored as 5 when k4..k6 are zero); empty for an ideal pinhole.
+            Renderers draw the ideal pinhole: undistort such images first
+            (``bench.study.captures``). Only ``load_cameras(..., keep_distortion=True)``
+            returns cameras with it.
+        colmap_pose: ``(qw, qx, qy, qz, tx, ty, tz)`` exactly as read from a COLMAP model
+            (camera_from_world), else empty. COLMAP export writes these values back (sign
+            made canonical) while ``world_from_camera`` is still the pose they give, so a
+            re-export is byte-stable instead of drifting through a rotation matrix. Not in
+            :meth:`to_dict`.
     """
 
     model: str
@@ -76,6 +84,7 @@ class Camera:
     fov_deg: float | None = None
     name: str = ""
     opencv_distortion: tuple[float, ...] = ()
+    colmap_pose: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -118,13 +127,21 @@ class Camera:
             )
         object.__setattr__(self, "distortion", dist)
         radial = tuple(float(k) for k in self.opencv_distortion)
-        if radial and (self.model != "pinhole" or len(radial) != 5
+        if radial and (self.model != "pinhole" or len(radial) not in (5, 8)
                        or not all(math.isfinite(k) for k in radial)):
             raise ValueError(
                 f"camera {self.name!r}: opencv_distortion {self.opencv_distortion} must be 5 "
-                "finite numbers (k1, k2, p1, p2, k3) on a pinhole camera"
+                "finite numbers (k1, k2, p1, p2, k3), or 8 with the rational k4, k5, k6, on a "
+                "pinhole camera"
             )
+        if not any(radial[5:]):  # one form per camera: zero rational terms are not kept
+            radial = radial[:5]
         object.__setattr__(self, "opencv_distortion", radial if any(radial) else ())
+        colmap = tuple(float(v) for v in self.colmap_pose)
+        if colmap and (len(colmap) != 7 or not all(math.isfinite(v) for v in colmap)):
+            raise ValueError(f"camera {self.name!r}: colmap_pose {self.colmap_pose} must be 7 "
+                             "finite numbers (qw, qx, qy, qz, tx, ty, tz) or empty")
+        object.__setattr__(self, "colmap_pose", colmap)
         if self.fov_deg is not None:
             fov = float(self.fov_deg)
             if not (0.0 < fov <= 360.0):

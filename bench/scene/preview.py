@@ -186,6 +186,6 @@ def camera_files(table: TableSpec) -> dict[str, bytes]:
         for rel, cams in (("cameras/test.json", make_test_cameras(table)),
                           ("cameras/probe.json", make_probe_cameras(table))):
             path = Path(tmp) / Path(rel).name
-            save_cameras(path, cams)
+            save_cameras(path, cams, frame="world")  # poses around the world-frame table
             files[rel] = path.read_bytes()
     return files

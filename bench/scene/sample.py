@@ -255,7 +255,7 @@ def sample_cameras() -> dict[str, bytes]:
     with tempfile.TemporaryDirectory() as tmp:
         for rel, cams in (("cameras/test.json", test), ("cameras/probe.json", probe)):
             path = Path(tmp) / Path(rel).name
-            save_cameras(path, cams)
+            save_cameras(path, cams, frame="world")  # poses around the world-frame table
             files[rel] = path.read_bytes()
     return files
 

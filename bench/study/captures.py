@@ -10,8 +10,13 @@ Per scene the spec names either
   ``sparse/0``; SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV and
   OPENCV_FISHEYE read). Images pair with cameras by file name (or stem).
 
-Cameras are in the capture's (splat) frame, so every condition is rendered
-from its background in splat coordinates. Distorted images (radial-tangential
+Camera frames are data: a camera file states ``"frame": "world"`` or ``"splat"``
+(:mod:`bench.scene.camera_files`); one without the key (COLMAP, nerfstudio, older
+files) and a capture manifest are in the reconstruction's = splat frame. Each
+condition is rendered in the frame the cameras are in: its world-frame background
+for world cameras (as ``bench score`` does), its splat-frame background for splat
+cameras. :func:`frame_fit` measures how well the clean scene explains the images;
+the study's preflight refuses a wrong frame with it. Distorted images (radial-tangential
 or fisheye) are undistorted to an ideal pinhole with OpenCV
 (``cv2.getOptimalNewCameraMatrix(alpha=0)`` + ``cv2.undistort``, cropped to the
 valid region; ``cv2.fisheye`` with ``balance=0``); each camera's crop and new
@@ -27,6 +32,7 @@ tables.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,21 +45,58 @@ from bench.errors import BenchError
 SYNTHETIC = "synthetic-capture"
 CAMERA_FILES = ("cameras.json", "transforms.json")
 TOOL_ID = "capture-test-views/1"
+#: Frame of capture cameras that state none: what a reconstruction's COLMAP / nerfstudio
+#: export and a capture manifest are in.
+CAPTURE_DEFAULT_FRAME = "splat"
+#: Cameras :func:`frame_fit` renders (spread evenly over the file) and their longest side, px:
+#: enough to tell a wrong frame (~11 dB) from a right one (> 30 dB) at a few renders' cost.
+FIT_VIEWS = 4
+FIT_SIDE = 256
 
 
 @dataclass(frozen=True)
 class TestCapture:
-    """Undistorted held-out images and their pinhole cameras (splat frame).
+    """Undistorted held-out images and their pinhole cameras.
 
     Attributes:
         cameras: Pinhole cameras, one per image (names = image file names).
         folder: Folder of the undistorted PNGs + ``manifest.json``.
         label: Source as named in the quality tables.
+        frame: ``"world"`` or ``"splat"``: the frame of the cameras' poses.
     """
 
     cameras: list[Any]
     folder: Path
     label: str
+    frame: str = CAPTURE_DEFAULT_FRAME
+
+
+@dataclass(frozen=True)
+class FrameFit:
+    """How well the clean scene, rendered at a capture's cameras, matches its images.
+
+    Attributes:
+        source: The camera file (or COLMAP model, capture manifest) read.
+        frame: Frame the cameras are read in: declared, else :data:`CAPTURE_DEFAULT_FRAME`.
+        declared: True when the file states the frame.
+        kind: ``"json"``, ``"transforms"``, ``"colmap"`` or ``"manifest"`` (for the fix).
+        views: Cameras rendered (at most :data:`FIT_VIEWS`, longest side <= :data:`FIT_SIDE`).
+        psnr: Mean clean PSNR over those views in ``frame``, dB (inf: identical).
+        other_psnr: The same poses read in the other frame, dB; None when not measured.
+    """
+
+    source: Path
+    frame: str
+    declared: bool
+    kind: str
+    views: int
+    psnr: float
+    other_psnr: float | None = None
+
+    @property
+    def other(self) -> str:
+        """The frame the cameras are not read in."""
+        return "world" if self.frame == "splat" else "splat"
 
 
 def _is_manifest(path: Path) -> bool:
@@ -99,10 +142,10 @@ def check_capture_sources(spec: Any) -> None:
                          "images folder}, or keep only no-reference metrics (nvs-sqa)")
 
 
-def _raw_views(source: Path) -> tuple[list[Any], list[Path]]:
-    """(cameras with distortion, image paths) of a capture source."""
+def _raw_views(source: Path) -> tuple[list[Any], list[Path], Any]:
+    """(cameras with distortion, image paths, their CameraFile) of a capture source."""
     from bench.recon.capture import CaptureManifest
-    from bench.scene.camera_files import load_cameras
+    from bench.scene.camera_files import CameraFile, load_camera_file
     from metrics.images import list_images
 
     if source.is_file():
@@ -110,9 +153,13 @@ def _raw_views(source: Path) -> tuple[list[Any], list[Path]]:
         if not manifest.test_views:
             raise BenchError(f"capture manifest {source} lists no test_views; hold out views "
                              "for scoring (they are never trained on)")
-        return ([v.camera for v in manifest.test_views],
-                [manifest.root / v.image for v in manifest.test_views])
-    cameras = load_cameras(_camera_source(source), keep_distortion=True)
+        cameras = [v.camera for v in manifest.test_views]
+        # a manifest is what the reconstruction is trained from: its frame is the splat frame
+        return (cameras, [manifest.root / v.image for v in manifest.test_views],
+                CameraFile(tuple(cameras), CAPTURE_DEFAULT_FRAME, False, source))
+    loaded = load_camera_file(_camera_source(source), default_frame=CAPTURE_DEFAULT_FRAME,
+                              keep_distortion=True)
+    cameras = list(loaded.cameras)
     files = list_images(source if not (source / "images").is_dir() else source / "images")
     by_name = {p.name: p for p in files} | {p.stem: p for p in files}
     images = []
@@ -123,7 +170,7 @@ def _raw_views(source: Path) -> tuple[list[Any], list[Path]]:
             raise BenchError(f"captures folder {source}: no image for camera {cam.name!r}; "
                              "name each image like its camera's image name")
         images.append(hit)
-    return cameras, images
+    return cameras, images, loaded
 
 
 def undistort(image: np.ndarray, camera: Any) -> tuple[np.ndarray, Any, dict[str, Any]]:
@@ -183,7 +230,7 @@ def prepare_test_capture(spec: Any, out: Path, scene: str) -> TestCapture:
         sha256_file,
         staged_output_dir,
     )
-    from bench.scene.camera_files import load_cameras, save_cameras
+    from bench.scene.camera_files import load_camera_file, save_cameras
     from bench.scene.cameras import Camera
     from metrics.images import read_image
 
@@ -192,12 +239,14 @@ def prepare_test_capture(spec: Any, out: Path, scene: str) -> TestCapture:
     done = folder / "manifest.json"
     if done.is_file():
         data = json.loads(done.read_text())
-        return TestCapture(load_cameras(folder / "cameras.json"), folder, data["label"])
+        # written with its frame; an older study's file has none and was splat
+        kept = load_camera_file(folder / "cameras.json", default_frame=CAPTURE_DEFAULT_FRAME)
+        return TestCapture(list(kept.cameras), folder, data["label"], kept.frame)
     if folder.exists():
         import shutil
 
         shutil.rmtree(folder)
-    cameras, images = _raw_views(source)
+    cameras, images, loaded = _raw_views(source)
     crops, pinholes, outputs, inputs = [], [], {}, {}
     with staged_output_dir(folder, overwrite=False) as tmp:
         for i, (cam, path) in enumerate(zip(cameras, images, strict=True)):
@@ -212,25 +261,28 @@ def prepare_test_capture(spec: Any, out: Path, scene: str) -> TestCapture:
             atomic_write_bytes(tmp / name, iio.imwrite("<bytes>", flat, extension=".png"))
             outputs[name] = tmp / name
             inputs[f"image_{i:04d}"] = path
-        save_cameras(tmp / "cameras.json", pinholes)
+        save_cameras(tmp / "cameras.json", pinholes, frame=loaded.frame)
         digest = sha256_file(source) if source.is_file() else None
         label = f"captures:{source.name}" + (f" sha256:{digest[:12]}" if digest else "")
         atomic_write_json(tmp / "manifest.json", make_manifest(
             tool=TOOL_ID, params={"source": str(source)}, seed=None, inputs=inputs,
             outputs=outputs, counts={"images": len(outputs)},
-            extra={"scene_name": scene, "label": label, "undistortion": crops}))
-    return TestCapture(pinholes, folder, label)
+            extra={"scene_name": scene, "label": label, "undistortion": crops,
+                   "frame": loaded.frame, "frame_declared": loaded.declared}))
+    return TestCapture(pinholes, folder, label, loaded.frame)
 
 
 def capture_views(bundle: Any, capture: TestCapture, *, scene: str, condition: str,
                   backend: str) -> list[Any]:
-    """Test view sets of one condition: renders (splat frame, 8-bit) paired with captures.
+    """Test view sets of one condition: renders (8-bit) paired with captures.
 
+    Rendered in the cameras' frame: world cameras from the world-frame background (as
+    ``bench score`` renders them), splat cameras from the splat-frame background.
     Cameras of different sizes (after undistortion crops) give one view set per size.
     """
     from metrics.views import ViewSet, match_references, render_frames
 
-    splats = bundle.splat_background()
+    splats = _background(bundle, capture.frame)
     groups: dict[tuple[int, int], list[Any]] = {}
     for cam in capture.cameras:
         groups.setdefault((cam.height, cam.width), []).append(cam)
@@ -242,3 +294,78 @@ def capture_views(bundle: Any, capture: TestCapture, *, scene: str, condition: s
         frames8 = (np.clip(frames, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)  # as a saved PNG
         sets.append(ViewSet("test", scene, condition, tuple(names), frames8, refs))
     return sets
+
+
+def _background(bundle: Any, frame: str) -> Any:
+    """The bundle's Gaussians in ``frame`` (cameras in that frame render them as-is)."""
+    return bundle.background if frame == "world" else bundle.splat_background()
+
+
+def _kind(source: Path) -> str:
+    if source.is_file() and _is_manifest(source):
+        return "manifest"
+    if source.is_dir():
+        return "colmap"
+    return "transforms" if source.name == "transforms.json" else "json"
+
+
+def frame_fit(bundle: Any, source: str | Path, *, backend: str = "auto",
+              views: int = FIT_VIEWS, side: int = FIT_SIDE,
+              other_below: float | None = None) -> FrameFit:
+    """Mean clean PSNR of a capture's images against the clean scene at their cameras.
+
+    Cheap on purpose (the study's preflight): ``views`` cameras spread evenly over the
+    file, undistorted like :func:`prepare_test_capture`, image and camera shrunk to a
+    longest side of ``side`` px (``cv2.INTER_AREA``), rendered once, compared as 8-bit.
+
+    Args:
+        bundle: The clean scene (world-frame background; ``splat_background()``).
+        source: The spec's ``captures`` entry (folder or capture manifest).
+        backend: ``bench.render`` backend.
+        views: Most cameras rendered.
+        side: Longest image side of the renders, px.
+        other_below: Also render the poses read in the other frame when the mean PSNR
+            is below this many dB (and ``world_from_splat`` is not the identity).
+    """
+    import cv2
+
+    from bench.geometry import Similarity
+    from bench.render import render
+    from metrics.images import read_image
+    from metrics.psnr import psnr
+
+    source = Path(source)
+    cameras, images, loaded = _raw_views(source)
+    picks = sorted({int(i) for i in np.linspace(0, len(cameras) - 1, min(views, len(cameras)))
+                    .round()})
+    small, refs = [], []
+    for i in picks:
+        image = read_image(images[i])
+        cam = cameras[i]
+        if image.shape[:2] != (cam.height, cam.width):
+            raise BenchError(f"captured image {images[i]} is {image.shape[1]}x{image.shape[0]} "
+                             f"px but its camera is {cam.width}x{cam.height}; fix one")
+        flat, pinhole, _ = undistort(image, cam)
+        scale = min(1.0, side / max(pinhole.width, pinhole.height))
+        size = (max(1, round(pinhole.width * scale)), max(1, round(pinhole.height * scale)))
+        if size != (pinhole.width, pinhole.height):
+            flat = cv2.resize(flat, size, interpolation=cv2.INTER_AREA)
+            pinhole = pinhole.resized(*size)
+        small.append(pinhole)
+        refs.append(flat)
+
+    def mean_psnr(frame: str) -> float:
+        splats = _background(bundle, frame)
+        values = []
+        for cam, ref in zip(small, refs, strict=True):
+            rgb = np.clip(np.asarray(render(splats, cam, backend=backend).rgb), 0.0, 1.0)
+            rgb8 = (rgb * 255.0 + 0.5).astype(np.uint8)  # [h, w, 3], as capture_views scores
+            values.append(float(psnr(rgb8[None], ref[None])[0]))
+        return float(np.mean(values))
+
+    fit = FrameFit(loaded.path, loaded.frame, loaded.declared, _kind(loaded.path), len(small),
+                   mean_psnr(loaded.frame))
+    if other_below is not None and fit.psnr < other_below \
+            and not Similarity.from_matrix(bundle.world_from_splat).is_identity():
+        fit = dataclasses.replace(fit, other_psnr=mean_psnr(fit.other))
+    return fit

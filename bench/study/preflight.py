@@ -13,6 +13,9 @@
   and hold cameras of a sane size;
 * every scene (given bundles loaded, sample rooms generated) passes the
   rollout stage's table-registration check;
+* every scene's held-out ``captures`` show the clean scene from their cameras in
+  the frame the camera file states (:func:`check_capture_frame`: a wrong frame or
+  unrelated images are refused, a low clean Test PSNR is warned about);
 * ``--out`` neither equals, contains nor lies inside any input;
 * the free space at ``--out`` covers an estimate of what the run writes.
 """
@@ -21,7 +24,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
+from typing import Any
 
 from bench.errors import BenchError
 from bench.safety import check_image_size, check_name, check_output_path
@@ -37,6 +42,22 @@ MAX_SAMPLE_GAUSSIANS = 20_000_000
 ROW_BYTES = 2048
 #: Fixed overhead: tables, figures, manifests, the database itself.
 BASE_BYTES = 64 << 20
+#: Mean clean Test PSNR (dB) of a scene's captures below which the study refuses: the
+#: images do not show the clean scene from those cameras. Measured on the sample room's
+#: own renders read in the wrong frame: 11.4-11.7 dB (8 / 4 views; views 10.7-12.9 dB);
+#: in the right frame 57 dB at the check's 256 px (inf at full size); real captures of
+#: real reconstructions score 20-30 dB.
+CAPTURE_REFUSE_DB = 12.0
+#: Below this (and above the refusal) the study runs but warns with the number; here the
+#: poses are also tried in the other frame.
+CAPTURE_WARN_DB = 18.0
+#: The other frame wins when it scores at least this much more (4x lower MSE) and itself
+#: reaches CAPTURE_WARN_DB: the file states (or defaults to) the wrong frame.
+CAPTURE_FRAME_MARGIN_DB = 6.0
+
+
+class CaptureWarning(UserWarning):
+    """Captures that score a low clean Test PSNR (the study runs; the number is shown)."""
 
 
 def planned_rollouts(spec: StudySpec) -> int:
@@ -136,7 +157,8 @@ def check_tables(spec: StudySpec) -> None:
 
     Loads each given bundle (and generates each sample room) once; the env refuses a
     scene whose table lies out of view of the background, and finding that after
-    hours of scoring would strand the output.
+    hours of scoring would strand the output. The clean bundle of a scene with
+    ``captures`` is then reused by :func:`check_capture_frame`.
     """
     import dataclasses
 
@@ -147,12 +169,13 @@ def check_tables(spec: StudySpec) -> None:
     from bench.sim.world import TableGeometry
 
     minimum = EnvConfig().min_table_gaussians
-    scenes = [(f"sample scene {name!r}", lambda n=name, seed=seed: dataclasses.replace(
-        make_sample_scene(seed=seed, n_gaussians=spec.sample_gaussians), name=n))
-        for name, seed in spec.sample_scenes.items()]
-    scenes += [(what, lambda root=root: load_scene(root))
-               for what, _scene, root, _clean in _bundle_inputs(spec)]
-    for what, load in scenes:
+    scenes = [(f"sample scene {name!r}", name, True, lambda n=name, seed=seed:
+               dataclasses.replace(make_sample_scene(seed=seed, n_gaussians=spec.sample_gaussians),
+                                   name=n))
+              for name, seed in spec.sample_scenes.items()]
+    scenes += [(what, scene, clean, lambda root=root: load_scene(root))
+               for what, scene, root, clean in _bundle_inputs(spec)]
+    for what, scene, clean, load in scenes:
         try:
             bundle = load()
             table = TableGeometry.from_scene_table(bundle.require_table())
@@ -160,6 +183,65 @@ def check_tables(spec: StudySpec) -> None:
         except BenchError as exc:
             hint = "; raise sample_gaussians" if what.startswith("sample") else ""
             raise BenchError(f"{what}: {exc}{hint}") from None
+        if clean and scene in spec.captures:
+            check_capture_frame(spec, scene, bundle)
+
+
+def _frame_fix(fit: Any, frame: str) -> str:
+    """How to make the capture's camera file say ``frame``."""
+    if fit.kind == "json":
+        return f'set "frame": "{frame}" in every camera entry of {fit.source}'
+    if fit.kind == "transforms":
+        return f'set the top-level "frame": "{frame}" in {fit.source}'
+    if fit.kind == "colmap":
+        return (f"a COLMAP model is read in the splat frame: convert it (bench cameras convert "
+                f'{fit.source} cameras.json) and set "frame": "{frame}" in every entry')
+    return ("a capture manifest is in the splat frame of the reconstruction trained from it: "
+            "pair the scene with that reconstruction or fix its world_from_splat")
+
+
+def check_capture_frame(spec: StudySpec, scene: str, bundle: Any) -> Any:
+    """Refuse captures whose images the clean scene does not show from their cameras.
+
+    Renders the clean scene at a few capture cameras, downscaled
+    (:func:`bench.study.captures.frame_fit`: 4 views, longest side 256 px), in the frame
+    the camera file states (no key: splat) and compares with the images:
+
+    * below :data:`CAPTURE_WARN_DB`, the same poses are also read in the other frame;
+      when that scores :data:`CAPTURE_FRAME_MARGIN_DB` more and reaches
+      :data:`CAPTURE_WARN_DB`, the file is in the wrong frame: refused, naming the fix;
+    * a mean below :data:`CAPTURE_REFUSE_DB` is refused (wrong cameras, images or scene);
+    * a mean below :data:`CAPTURE_WARN_DB` is a :class:`CaptureWarning` with the number.
+
+    Returns:
+        The :class:`bench.study.captures.FrameFit` measured.
+    """
+    from bench.study.captures import frame_fit
+
+    what = f"captures of scene {scene!r}"
+    try:
+        fit = frame_fit(bundle, spec.captures[scene], backend=spec.render_backend,
+                        other_below=CAPTURE_WARN_DB)
+    except BenchError as exc:
+        raise BenchError(f"{what}: {exc}") from None
+    read = "as the file states" if fit.declared else "the default without a \"frame\" key"
+    measured = (f"mean clean Test PSNR {fit.psnr:.1f} dB over {fit.views} views in the "
+                f"{fit.frame} frame ({read})")
+    if fit.other_psnr is not None and fit.other_psnr >= CAPTURE_WARN_DB \
+            and fit.other_psnr >= fit.psnr + CAPTURE_FRAME_MARGIN_DB:
+        raise BenchError(f"{what}: the cameras are in the {fit.other} frame, not {fit.frame}: "
+                         f"{measured}, {fit.other_psnr:.1f} dB read in the {fit.other} frame; "
+                         f"{_frame_fix(fit, fit.other)}")
+    if fit.psnr < CAPTURE_REFUSE_DB:
+        raise BenchError(f"{what}: {measured}, below {CAPTURE_REFUSE_DB:g} dB: the images do "
+                         "not show the clean scene from these cameras; check the camera file's "
+                         '"frame" and poses, which image pairs with which camera (by name) and '
+                         "the scene's world_from_splat")
+    if fit.psnr < CAPTURE_WARN_DB:
+        warnings.warn(f"{what}: {measured}, below {CAPTURE_WARN_DB:g} dB; every condition's "
+                      "Test scores start this low: check the camera frame and the scene's "
+                      "registration if that is unexpected", CaptureWarning, stacklevel=2)
+    return fit
 
 
 def estimate_bytes(spec: StudySpec, background_bytes: int) -> tuple[int, str]:
