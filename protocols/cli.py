@@ -149,7 +149,9 @@ def _add_reliability(subparsers: argparse._SubParsersAction) -> None:
 def _read_long_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found; pass an existing CSV file")
-    with open(path, newline="", encoding="utf-8") as handle:
+    from bench.tabular import open_csv_text  # UTF-8 with or without a BOM
+
+    with open_csv_text(path) as handle:
         reader = csv.DictReader(handle, strict=True)
         try:
             missing = [c for c in columns if c not in (reader.fieldnames or [])]

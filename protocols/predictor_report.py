@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.tabular import open_csv_text  # UTF-8 with or without a BOM
 from protocols.predictors import McNemar, PredictorRun
 from protocols.tablefmt import write_table
 
@@ -99,13 +100,13 @@ def yubi_inputs(data_dir: Path) -> tuple[list[tuple], list[tuple], list[Path]]:
         labels[(r.target, r.scene, r.variant)] = r.label
     common = data_dir / "test_metrics_common_set.csv"
     nvs = data_dir / "nvssqa_test_clean.csv"
-    with open(common, newline="", encoding="utf-8") as handle:
+    with open_csv_text(common) as handle:
         for row in csv.DictReader(handle):
             if row["condition"] == "clean":
                 for method, column in (("PSNR Test", "psnr_all"), ("SSIM Test", "ssim_all"),
                                        ("LPIPS Test", "lpips_all")):
                     scores[(row["rig"], "Clean", method)] = float(row[column])
-    with open(nvs, newline="", encoding="utf-8") as handle:
+    with open_csv_text(nvs) as handle:
         for row in csv.DictReader(handle):
             scores[(row["rig"], "Clean", "NVS-SQA Test")] = float(row["score"])
     score_rows = [(s, v, m, repr(q)) for (s, v, m), q in scores.items()]
@@ -127,13 +128,13 @@ def study_inputs(tables_dir: Path) -> tuple[list[tuple], list[tuple], list[Path]
                                     "(bench study run writes quality.csv and "
                                     "reliability_labels.csv there)")
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    with open(quality, newline="", encoding="utf-8") as handle:
+    with open_csv_text(quality) as handle:
         for row in csv.DictReader(handle):
             method = f"{row['metric']} {row['view_protocol']}"
             values[(row["scene"], row["condition"], method)].append(float(row["value"]))
     score_rows = [(s, c, m, repr(float(np.mean(v)))) for (s, c, m), v in sorted(values.items())
                   if np.all(np.isfinite(v))]
-    with open(label_file, newline="", encoding="utf-8") as handle:
+    with open_csv_text(label_file) as handle:
         label_rows = [(r["target"], r["scene"], r["condition"], int(r["label"]))
                       for r in csv.DictReader(handle)]
     return score_rows, label_rows, [quality, label_file]

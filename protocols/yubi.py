@@ -129,7 +129,9 @@ def _read_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
         raise FileNotFoundError(
             f"{path} not found; point --data at the YUBI results/data directory"
         )
-    with open(path, newline="", encoding="utf-8") as handle:
+    from bench.tabular import open_csv_text  # UTF-8 with or without a BOM
+
+    with open_csv_text(path) as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in required if c not in (reader.fieldnames or [])]
         if missing:

@@ -10,13 +10,15 @@ import sys
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench scene {info,sample}``."""
     p = subparsers.add_parser("scene", description="Scene bundle utilities.",
-                              help="inspect scene bundles / PLY files, make a sample scene")
+                              help="inspect scene bundles / scan files, make a sample scene")
     inner = p.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
     info = inner.add_parser(
-        "info", help="counts, bounds (metres), SH degree, table, memory of a bundle or PLY",
-        description="Summarise a scene bundle directory (world frame) or a .ply/.splat file "
-        "(file frame).")
-    info.add_argument("path", metavar="SCENE_DIR|PLY", help="bundle directory or .ply/.splat file")
+        "info", help="counts, bounds (metres), SH degree, table, memory of a bundle or scan",
+        description="Summarise a scene bundle directory (world frame) or a scan file (file "
+        "frame): .ply (3DGS layout), .compressed.ply (SuperSplat), .splat or .spz, read exactly "
+        "as `bench scene init` reads it (a .splat by its suffix, the others by their content).")
+    info.add_argument("path", metavar="SCENE_DIR|SCAN",
+                      help="bundle directory or scan file (.ply/.compressed.ply/.splat/.spz)")
     info.add_argument("--json", action="store_true", help="print machine-readable JSON")
     info.add_argument("--drop-nonfinite", action="store_true",
                       help="drop Gaussians with NaN/Inf values instead of failing")
@@ -45,7 +47,7 @@ def scene_summary(path: str, *, drop_nonfinite: bool = False) -> dict:
 
     from bench.errors import BenchError
     from bench.scene.bundle import SCENE_FILE, load_scene
-    from bench.scene.ply import read_gaussians, stored_count
+    from bench.scene.formats import read_scan
 
     target = Path(path)
     if target.is_dir() or target.name == SCENE_FILE:
@@ -58,14 +60,16 @@ def scene_summary(path: str, *, drop_nonfinite: bool = False) -> dict:
                    "keepouts": [k.to_json() for k in bundle.keepouts],
                    "cameras": bundle.cameras}
     elif target.exists():
-        splats, frame = read_gaussians(target, drop_nonfinite=drop_nonfinite), "file"
-        summary = {"kind": "file"}
-        dropped = stored_count(target) - len(splats)
+        # exactly what `bench scene init` reads: one format decision (bench.scene.formats)
+        splats, fmt, dropped = read_scan(target, drop_nonfinite=drop_nonfinite)
+        frame = "file"
+        summary = {"kind": "file", "format": fmt}
         if dropped:
             warnings.warn(f"{target}: dropped {dropped} Gaussians with NaN/Inf values "
                           f"({len(splats)} kept)", stacklevel=2)
     else:
-        raise BenchError(f"{target} not found; pass a scene bundle directory or a .ply/.splat")
+        raise BenchError(f"{target} not found; pass a scene bundle directory or a scan file "
+                         "(.ply, .compressed.ply, .splat or .spz)")
     means = splats.means
     summary.update({
         "path": str(target),
@@ -88,7 +92,8 @@ def run_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    lines = [f"{summary['path']} ({summary['kind']}, {summary['frame']} frame)"]
+    kind = f"{summary['kind']}: {summary['format']}" if "format" in summary else summary["kind"]
+    lines = [f"{summary['path']} ({kind}, {summary['frame']} frame)"]
     if summary["kind"] == "bundle":
         lines.append(f"  name:        {summary['name']}")
     lines.append(f"  Gaussians:   {summary['gaussians']:,} (SH degree {summary['sh_degree']})")

@@ -1,7 +1,10 @@
 """Readers for the splat formats scans come in: INRIA PLY, ``.splat``, ``.spz``, compressed PLY.
 
-:func:`read_scan` picks the reader from the file's content (magic bytes / PLY
-elements), not only its suffix:
+:func:`read_scan` (what ``bench scene init`` and ``bench scene info`` read) picks the
+reader with :func:`scan_format`: the ``.splat`` suffix decides for the headerless
+antimatter15 format; every other format is decided by its content (gzip / ``NGSP``
+magic, checked down to the .spz header's magic and version; a PLY header and its
+elements):
 
 - INRIA 3DGS ``.ply`` (gsplat, nerfstudio, Postshot, ...): :func:`bench.scene.ply.read_ply`.
 - antimatter15 ``.splat``: :func:`bench.scene.ply.read_splat`.
@@ -45,9 +48,19 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.scene.gaussians import SH_C0, SH_REST_COUNTS, GaussianSplats
-from bench.scene.ply import PLY_TYPES, check_finite, read_ply, read_splat
+from bench.scene.ply import (
+    MAX_HEADER_BYTES,
+    PLY_TYPES,
+    SPLAT_ROW,
+    check_finite,
+    read_head,
+    read_ply,
+    read_ply_header,
+    read_splat,
+)
 
 SPZ_MAGIC = 0x5053474E  # "NGSP"
+GZIP_MAGIC = b"\x1f\x8b"
 SPZ_COLOR_SCALE = 0.15
 SPZ_SH_DIMS = {0: 0, 1: 3, 2: 8, 3: 15, 4: 24}
 COMPRESSED_CHUNK = 256
@@ -64,32 +77,102 @@ def _logit_u8(alpha: np.ndarray) -> np.ndarray:  # [N] uint8 -> [N] float32
     return np.log(a / (1.0 - a)).astype(np.float32)
 
 
+def _check_file(path: Path) -> None:
+    """Refuse a missing path or a directory in place of a scan file."""
+    if not path.exists():
+        raise BenchError(f"scan file {path} not found; check the path (pass a .ply, "
+                         ".compressed.ply, .splat or .spz export)")
+    if not path.is_file():
+        raise BenchError(f"{path} is not a file; pass the scan file itself (.ply, "
+                         ".compressed.ply, .splat or .spz)")
+
+
 # ------------------------------------------------------------------ .spz
+REEXPORT_SPZ = "re-export the scan as .spz (or re-copy the file)"
+OTHER_FORMATS = "export the scan as .spz, .ply (3DGS layout), .compressed.ply or .splat"
+
+
+def _parse_spz_header(head: bytes, *, plain: bool, source: str) -> dict:
+    """Header fields of an .spz file, checked: NGSP magic, a supported version, SH degree.
+
+    Args:
+        head: The first bytes of the decompressed gzip stream (versions 1-3,
+            16-byte header) or of the file itself (``plain``: version 4, 32 bytes).
+        plain: True for the uncompressed version-4 header.
+        source: The file, for messages.
+
+    Raises:
+        BenchError: A short header, a wrong magic (e.g. some other gzip file), a
+            version the container does not hold, an invalid SH degree.
+    """
+    need = 32 if plain else 16
+    if len(head) < need:
+        raise BenchError(f"{source}: .spz header truncated ({len(head)} of {need} bytes); "
+                         f"{REEXPORT_SPZ}")
+    magic, version, count = (int(v) for v in np.frombuffer(head[:12], "<u4"))
+    if magic != SPZ_MAGIC:
+        where = "the file" if plain else "the gzip stream"
+        raise BenchError(f"{source}: not an .spz file ({where} starts with magic 0x{magic:08x}, "
+                         f"an .spz with 0x{SPZ_MAGIC:08x} 'NGSP'); {OTHER_FORMATS}"
+                         + ("" if plain else " (a gzipped PLY: gunzip it first)"))
+    supported = (4,) if plain else (1, 2, 3)
+    if version not in supported:
+        container = "an uncompressed 'NGSP' header" if plain else "a gzip stream"
+        raise BenchError(f"{source}: .spz version {version} in {container} is not supported "
+                         f"(versions 1-3 are gzip streams, 4 has the 'NGSP' header); re-export "
+                         "with a current Scaniverse / spz tool")
+    header = {"magic": magic, "version": version, "count": count, "sh_degree": int(head[12]),
+              "fractional_bits": int(head[13]), "flags": int(head[14])}
+    if header["sh_degree"] not in SPZ_SH_DIMS:
+        raise BenchError(f"{source}: .spz SH degree {header['sh_degree']} is invalid (0-4); "
+                         f"the header is damaged, {REEXPORT_SPZ}")
+    if plain:
+        header.update(streams=int(head[15]), toc=int(np.frombuffer(head[16:20], "<u4")[0]))
+    return header
+
+
+def _gunzip_head(data: bytes, size: int, source: str) -> bytes:
+    """The first ``size`` decompressed bytes of a gzip stream (the rest is not inflated)."""
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[: 1 << 16], size)
+    except zlib.error:
+        raise BenchError(f"{source}: damaged .spz (gzip stream does not decompress); "
+                         f"{REEXPORT_SPZ}") from None
+
+
+def spz_header(path: str | os.PathLike) -> dict:
+    """The checked header of an .spz file (reads at most 64 KiB; see :func:`_parse_spz_header`).
+
+    Raises:
+        BenchError: Not gzip or 'NGSP', or a header :func:`_parse_spz_header` refuses.
+    """
+    path = Path(path)
+    source = str(path)
+    with open(path, "rb") as handle:
+        head = handle.read(1 << 16)
+    if head[:2] == GZIP_MAGIC:
+        return _parse_spz_header(_gunzip_head(head, 16, source), plain=False, source=source)
+    if head[:4] == b"NGSP":
+        return _parse_spz_header(head, plain=True, source=source)
+    raise BenchError(f"{source}: not an .spz file (starts with neither gzip 1f 8b nor 'NGSP'); "
+                     f"{OTHER_FORMATS}")
+
+
 def _spz_sections(data: bytes, source: str) -> tuple[dict, list[bytes]]:
-    """Header fields and the six raw attribute streams of an .spz file."""
-    if data[:2] == b"\x1f\x8b":  # versions 1-3: one gzip stream
+    """Header fields (checked) and the raw attribute streams of an .spz file."""
+    if data[:2] == GZIP_MAGIC:  # versions 1-3: one gzip stream
+        # the magic is checked before the whole stream is inflated (any gzip file may come here)
+        _parse_spz_header(_gunzip_head(data, 16, source), plain=False, source=source)
         try:
             raw = gzip.decompress(data)
         except (OSError, EOFError, zlib.error):
             raise BenchError(f"{source}: damaged .spz (gzip stream does not decompress); "
-                             "re-export the file") from None
-        if len(raw) < 16:
-            raise BenchError(f"{source}: .spz header truncated; re-export the file")
-        magic, version, count = np.frombuffer(raw[:12], "<u4")
-        degree, frac, flags = raw[12], raw[13], raw[14]
-        header = {"magic": int(magic), "version": int(version), "count": int(count),
-                  "sh_degree": int(degree), "fractional_bits": int(frac), "flags": int(flags)}
-        return header, [raw[16:]]
-    if len(data) < 32:
-        raise BenchError(f"{source}: not an .spz file (too short, no gzip or NGSP header)")
-    magic, version, count = np.frombuffer(data[:12], "<u4")
-    if int(magic) != SPZ_MAGIC:
-        raise BenchError(f"{source}: not an .spz file (neither gzip nor 'NGSP' magic); "
-                         "export the scan as .spz, .ply or .compressed.ply")
-    header = {"magic": int(magic), "version": int(version), "count": int(count),
-              "sh_degree": int(data[12]), "fractional_bits": int(data[13]),
-              "flags": int(data[14]), "streams": int(data[15]),
-              "toc": int(np.frombuffer(data[16:20], "<u4")[0])}
+                             f"{REEXPORT_SPZ}") from None
+        return _parse_spz_header(raw, plain=False, source=source), [raw[16:]]
+    if data[:4] != b"NGSP":
+        raise BenchError(f"{source}: not an .spz file (starts with neither gzip 1f 8b nor "
+                         f"'NGSP'); {OTHER_FORMATS}")
+    header = _parse_spz_header(data, plain=True, source=source)
     try:
         import zstandard
     except ImportError:  # pragma: no cover - zstandard is a declared dependency
@@ -97,20 +180,22 @@ def _spz_sections(data: bytes, source: str) -> tuple[dict, list[bytes]]:
                          "pip install zstandard") from None
     toc_end = header["toc"] + 16 * header["streams"]
     if header["toc"] < 32 or toc_end > len(data):
-        raise BenchError(f"{source}: damaged .spz (table of contents outside the file)")
+        raise BenchError(f"{source}: damaged .spz (table of contents outside the file); "
+                         f"{REEXPORT_SPZ}")
     toc = np.frombuffer(data[header["toc"]:toc_end], "<u8").reshape(-1, 2)
     streams, at = [], toc_end
     for compressed, size in toc.tolist():
         if at + compressed > len(data):
             raise BenchError(f"{source}: truncated .spz (stream runs past the end); "
-                             "re-copy the file")
+                             f"{REEXPORT_SPZ}")
         try:
             part = zstandard.ZstdDecompressor().decompress(data[at:at + compressed],
                                                            max_output_size=size)
         except zstandard.ZstdError:
-            raise BenchError(f"{source}: damaged .spz (zstd stream does not decompress)") from None
+            raise BenchError(f"{source}: damaged .spz (zstd stream does not decompress); "
+                             f"{REEXPORT_SPZ}") from None
         if len(part) != size:
-            raise BenchError(f"{source}: damaged .spz (stream size mismatch)")
+            raise BenchError(f"{source}: damaged .spz (stream size mismatch); {REEXPORT_SPZ}")
         streams.append(part)
         at += compressed
     return header, streams
@@ -154,15 +239,9 @@ def read_spz(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> Gaussi
     """
     path = Path(path)
     source = str(path)
-    if not path.is_file():
-        raise BenchError(f"file not found: {path}; check the path")
+    _check_file(path)
     header, streams = _spz_sections(path.read_bytes(), source)
     version, n, degree = header["version"], header["count"], header["sh_degree"]
-    if version not in (1, 2, 3, 4):
-        raise BenchError(f"{source}: .spz version {version} is not supported (1-4); "
-                         "re-export with a current Scaniverse / spz tool")
-    if degree not in SPZ_SH_DIMS:
-        raise BenchError(f"{source}: .spz SH degree {degree} is invalid (0-4)")
     if header["flags"] & 0x2:
         warnings.warn(f"{source}: .spz vendor extensions are ignored (data read in the default "
                       "RUB storage axes)", FormatWarning, stacklevel=2)
@@ -177,12 +256,13 @@ def read_spz(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> Gaussi
             at += size
         if at > len(blob):
             raise BenchError(f"{source}: truncated .spz ({len(blob)} bytes of data for "
-                             f"{n} Gaussians, {at} needed); re-copy the file")
+                             f"{n} Gaussians, {at} needed); {REEXPORT_SPZ}")
     else:
         # version 4 skips empty streams (SH of degree 0)
         nonempty = [size for size in sizes if size]
         if len(streams) != len(nonempty) or [len(s) for s in streams] != nonempty:
-            raise BenchError(f"{source}: damaged .spz (stream sizes do not match {n} Gaussians)")
+            raise BenchError(f"{source}: damaged .spz (stream sizes do not match {n} "
+                             f"Gaussians); {REEXPORT_SPZ}")
         parts = [streams[i] for i in range(len(nonempty))] + [b""] * (6 - len(nonempty))
     pos_raw, alpha_raw, color_raw, scale_raw, rot_raw, sh_raw = (
         np.frombuffer(p, np.uint8) for p in parts)
@@ -234,12 +314,21 @@ def _x_turn_sh_signs(k: int) -> np.ndarray:  # [K] +-1
 
 
 # ------------------------------------------------------------------ compressed PLY
+REEXPORT_COMPRESSED = ("re-export it from SuperSplat / splat-transform as a compressed PLY "
+                       "(or as a 3DGS .ply), or re-copy the file")
+
+
 def _ply_elements(data: bytes, source: str) -> tuple[list[tuple[str, int, list]], int, str]:
-    """Elements ``(name, count, [(prop, code)])`` of a PLY header, body offset and format."""
+    """Elements ``(name, count, [(prop, code)])`` of a PLY header, body offset and format.
+
+    Raises:
+        BenchError: No complete header, a malformed ``element`` / ``property`` line, a
+            property named twice in one element.
+    """
     end = data.find(b"end_header")
-    newline = data.find(b"\n", end)
-    if not data.startswith(b"ply") or end < 0 or newline < 0:
-        raise BenchError(f"{source}: not a PLY file (no complete header); re-export the scan")
+    newline = data.find(b"\n", end) if end >= 0 else -1
+    if not data.startswith(b"ply") or newline < 0:
+        raise BenchError(f"{source}: not a PLY file (no complete header); {REEXPORT_COMPRESSED}")
     elements: list[tuple[str, int, list]] = []
     fmt = None
     for line in data[:end].decode("ascii", errors="replace").splitlines()[1:]:
@@ -248,22 +337,45 @@ def _ply_elements(data: bytes, source: str) -> tuple[list[tuple[str, int, list]]
             continue
         if words[0] == "format":
             fmt = words[1] if len(words) > 1 else None
-        elif words[0] == "element" and len(words) == 3 and words[2].isdigit():
+        elif words[0] == "element":
+            if len(words) != 3 or not words[2].isdigit():
+                raise BenchError(f"{source}: malformed PLY header line {line.strip()!r}; "
+                                 f"{REEXPORT_COMPRESSED}")
             elements.append((words[1], int(words[2]), []))
-        elif words[0] == "property" and elements and len(words) == 3 and words[1] in PLY_TYPES:
-            elements[-1][2].append((words[2], PLY_TYPES[words[1]]))
-        elif words[0] == "property" and elements:
-            elements[-1][2].append((words[-1], "list"))
+        elif words[0] == "property":
+            if not elements:
+                raise BenchError(f"{source}: PLY property before any element "
+                                 f"({line.strip()!r}); {REEXPORT_COMPRESSED}")
+            if len(words) >= 2 and words[1] == "list":
+                code = "list"
+            elif len(words) == 3 and words[1] in PLY_TYPES:
+                code = PLY_TYPES[words[1]]
+            else:
+                raise BenchError(f"{source}: unsupported PLY property line {line.strip()!r}; "
+                                 f"{REEXPORT_COMPRESSED}")
+            name, props = words[-1], elements[-1][2]
+            if any(name == p for p, _ in props):
+                raise BenchError(f"{source}: property {name!r} appears twice in element "
+                                 f"{elements[-1][0]!r}; {REEXPORT_COMPRESSED}")
+            props.append((name, code))
     return elements, newline + 1, fmt or ""
 
 
 def is_compressed_ply(path: str | os.PathLike) -> bool:
-    """True for a SuperSplat / splat-transform compressed PLY (``chunk`` + packed vertex)."""
+    """True for a SuperSplat / splat-transform compressed PLY (``chunk`` + packed vertex).
+
+    Reads the whole header (however long its comments); a file whose header the
+    compressed-PLY parser cannot read is no compressed PLY (the plain PLY reader
+    then names what is wrong with it).
+    """
     with open(path, "rb") as handle:
-        head = handle.read(1 << 16)
+        head = read_head(handle)
     if not head.startswith(b"ply"):
         return False
-    elements, _, _ = _ply_elements(head, str(path))
+    try:
+        elements, _, _ = _ply_elements(head, str(path))
+    except BenchError:
+        return False
     names = {e[0]: [p for p, _ in e[2]] for e in elements}
     return "chunk" in names and "packed_position" in names.get("vertex", [])
 
@@ -279,25 +391,27 @@ def read_compressed_ply(path: str | os.PathLike, *,
 
     Raises:
         BenchError: Not a compressed PLY, a chunk count that does not match the
-            vertex count, missing properties, a truncated body.
+            vertex count, missing or mistyped properties, a truncated body; every
+            message names the file and the fix.
     """
     path = Path(path)
     source = str(path)
-    if not path.is_file():
-        raise BenchError(f"file not found: {path}; check the path")
+    _check_file(path)
     data = path.read_bytes()
-    elements, offset, fmt = _ply_elements(data[: 1 << 20], source)
+    elements, offset, fmt = _ply_elements(data[:MAX_HEADER_BYTES], source)
     if fmt != "binary_little_endian":
-        raise BenchError(f"{source}: compressed PLY must be binary_little_endian, got {fmt!r}")
+        raise BenchError(f"{source}: compressed PLY must be binary_little_endian, got {fmt!r}; "
+                         f"{REEXPORT_COMPRESSED}")
     tables = {}
     for name, count, props in elements:
         if any(code == "list" for _, code in props):
-            raise BenchError(f"{source}: list property in element {name!r}; not a compressed PLY")
+            raise BenchError(f"{source}: list property in element {name!r}; not a compressed "
+                             f"PLY, {REEXPORT_COMPRESSED}")
         dtype = np.dtype([(p, "<" + code) for p, code in props])
         need = count * dtype.itemsize
         if offset + need > len(data):
             raise BenchError(f"{source}: truncated compressed PLY (element {name!r} needs {need} "
-                             "bytes); re-copy the file")
+                             f"bytes); {REEXPORT_COMPRESSED}")
         tables[name] = np.frombuffer(data, dtype, count=count, offset=offset)
         offset += need
     chunk, vertex = tables.get("chunk"), tables.get("vertex")
@@ -307,11 +421,16 @@ def read_compressed_ply(path: str | os.PathLike, *,
     if chunk is None or vertex is None or any(p not in vertex.dtype.names for p in packed) \
             or any(b not in chunk.dtype.names for b in bounds):
         raise BenchError(f"{source}: not a SuperSplat compressed PLY (needs 'chunk' bounds and "
-                         "packed_* vertex properties)")
+                         f"packed_* vertex properties); {REEXPORT_COMPRESSED}")
+    mistyped = [p for p in packed if vertex.dtype[p] != np.dtype("<u4")]
+    if mistyped:
+        raise BenchError(f"{source}: compressed PLY property {mistyped[0]!r} is "
+                         f"{vertex.dtype[mistyped[0]]}, not uint32; {REEXPORT_COMPRESSED}")
     n = len(vertex)
     if len(chunk) != -(-n // COMPRESSED_CHUNK):
         raise BenchError(f"{source}: {len(chunk)} chunks for {n} Gaussians (expected "
-                         f"{-(-n // COMPRESSED_CHUNK)}); the file is damaged")
+                         f"{-(-n // COMPRESSED_CHUNK)}); the file is damaged, "
+                         f"{REEXPORT_COMPRESSED}")
     owner = np.arange(n) // COMPRESSED_CHUNK
 
     def lerp(prefix: str, suffix: str, t: np.ndarray) -> np.ndarray:
@@ -351,7 +470,13 @@ def read_compressed_ply(path: str | os.PathLike, *,
         count = len(sh.dtype.names)
         if count not in (9, 24, 45) or len(sh) != n:
             raise BenchError(f"{source}: compressed PLY 'sh' element has {count} properties for "
-                             f"{len(sh)} rows; expected 9/24/45 for {n} Gaussians")
+                             f"{len(sh)} rows; expected 9/24/45 for {n} Gaussians, "
+                             f"{REEXPORT_COMPRESSED}")
+        wrong = [f"f_rest_{i}" for i in range(count) if f"f_rest_{i}" not in sh.dtype.names
+                 or sh.dtype[f"f_rest_{i}"] != np.dtype("u1")]
+        if wrong:
+            raise BenchError(f"{source}: compressed PLY 'sh' element lacks uint8 {wrong[0]!r} "
+                             f"(needs f_rest_0..{count - 1}); {REEXPORT_COMPRESSED}")
         raw = np.stack([sh[f"f_rest_{i}"] for i in range(count)], axis=1).astype(np.float64)
         unit = np.where(raw == 0, 0.0, np.where(raw == 255, 1.0, (raw + 0.5) / 256.0))
         k = count // 3
@@ -365,23 +490,42 @@ def read_compressed_ply(path: str | os.PathLike, *,
 
 # ------------------------------------------------------------------ dispatch
 def scan_format(path: str | os.PathLike) -> str:
-    """The format of a scan file (one of :data:`FORMATS`), from its content."""
+    """The format of a scan file (one of :data:`FORMATS`); every reader decides through this.
+
+    The rules (``bench scene init`` and ``bench scene info`` alike):
+
+    1. A ``.splat`` suffix decides: the antimatter15 format has no header, so its first
+       bytes are a float32 position and may be anything (``1f 8b``, ``ply``, ``NGSP``).
+    2. Otherwise the content decides: a gzip stream (``1f 8b``) or an ``NGSP`` header is
+       ``.spz`` and must carry the NGSP magic and a supported version (1-3 gzip, 4
+       ``NGSP``); a file starting with ``ply`` is a compressed PLY when it has a
+       ``chunk`` element and ``packed_position`` vertices, else a 3DGS PLY.
+    3. A ``.ply`` / ``.spz`` suffix on other content is read as that format, whose
+       reader names what is wrong; any other file is refused.
+
+    Raises:
+        BenchError: A missing path, a directory, a gzip file that is not an .spz, an
+            .spz version the bench does not read, an unknown format.
+    """
     path = Path(path)
-    if not path.exists():
-        raise BenchError(f"scan file {path} not found; pass a .ply, .compressed.ply, .splat "
-                         "or .spz export")
-    if path.is_dir():
-        raise BenchError(f"{path} is a directory; pass the scan file itself (.ply/.spz/.splat)")
+    _check_file(path)
+    if path.name.lower().endswith(".splat"):
+        return "splat"
     with open(path, "rb") as handle:
         head = handle.read(4)
-    if head[:2] == b"\x1f\x8b" or head == b"NGSP":
+    if head[:2] == GZIP_MAGIC or head == b"NGSP":
+        spz_header(path)  # magic and version checked before any reader runs
         return "spz"
     if head[:3] == b"ply":
         return "compressed-ply" if is_compressed_ply(path) else "ply"
-    if path.suffix.lower() == ".splat":
-        return "splat"
+    suffix = path.suffix.lower()
+    if suffix == ".ply":
+        return "ply"  # read_ply says what is wrong (empty file, no 'ply' magic, ...)
+    if suffix == ".spz":
+        spz_header(path)  # raises: starts with neither gzip nor 'NGSP'
     raise BenchError(f"{path}: unknown scan format (not PLY, .spz or .splat); export the scan "
-                     "as .ply (3DGS layout), .compressed.ply, .spz or .splat")
+                     "as .ply (3DGS layout), .compressed.ply, .spz or .splat (a .splat file "
+                     "needs its .splat suffix: the format has no header)")
 
 
 def stored_scan_count(path: str | os.PathLike, fmt: str) -> int:
@@ -389,24 +533,23 @@ def stored_scan_count(path: str | os.PathLike, fmt: str) -> int:
 
     Reads only the header where the format has one.
     """
-    from bench.scene.ply import stored_count
-
-    if fmt in ("ply", "splat"):
-        return stored_count(path)
+    if fmt == "splat":
+        return Path(path).stat().st_size // SPLAT_ROW.itemsize
+    if fmt == "ply":
+        return read_ply_header(path).num_vertices
     if fmt == "compressed-ply":
         with open(path, "rb") as handle:
-            elements, _, _ = _ply_elements(handle.read(1 << 16), str(path))
+            elements, _, _ = _ply_elements(read_head(handle), str(path))
         return next(count for name, count, _ in elements if name == "vertex")
-    header, _ = _spz_sections(Path(path).read_bytes(), str(path))
-    return header["count"]
+    return spz_header(path)["count"]
 
 
 def read_scan(path: str | os.PathLike, *,
               drop_nonfinite: bool = False) -> tuple[GaussianSplats, str, int]:
-    """Read any supported scan file.
+    """Read any supported scan file (what ``bench scene init`` and ``bench scene info`` read).
 
     Args:
-        path: The scan (format detected from its content, see :func:`scan_format`).
+        path: The scan (format from :func:`scan_format`).
         drop_nonfinite: Drop Gaussians with NaN/Inf values instead of raising.
 
     Returns:

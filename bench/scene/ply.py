@@ -397,14 +397,6 @@ def _ascii_to_binary(data: np.ndarray, header: PlyHeader, source: str) -> np.nda
 
 
 # ------------------------------------------------------------------ reading
-def _load_bytes(path: Path) -> np.ndarray:
-    if not path.exists():
-        raise BenchError(f"file not found: {path}; check the path")
-    if path.is_dir():
-        raise BenchError(f"{path} is a directory, expected a .ply file")
-    return np.fromfile(path, dtype=np.uint8)
-
-
 def read_ply_header(path: str | os.PathLike) -> PlyHeader:
     """Parse only the header of a PLY file (cheap: reads at most 1 MiB)."""
     path = Path(path)
@@ -660,19 +652,31 @@ SPLAT_ROW = np.dtype([("position", "<f4", 3), ("scale", "<f4", 3),
 def read_splat(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> GaussianSplats:
     """Read an antimatter15 ``.splat`` file (32 bytes per Gaussian, SH degree 0).
 
-    The format stores linear scales, 8-bit RGBA and an 8-bit quaternion
-    ``q * 128 + 128``, so values are quantised; opacity 0/255 are clipped to
-    1/255 and 254/255 before the logit so that they stay finite.
+    The format has no header (the first bytes are the first position's float32 x),
+    so it is only ever recognised by its ``.splat`` suffix (see
+    :func:`bench.scene.formats.scan_format`). The format stores linear scales,
+    8-bit RGBA and an 8-bit quaternion ``q * 128 + 128``, so values are quantised;
+    opacity 0/255 are clipped to 1/255 and 254/255 before the logit so that they
+    stay finite.
     """
     path = Path(path)
-    data = _load_bytes(path)
+    if not path.exists():
+        raise BenchError(f"scan file {path} not found; check the path")
+    if not path.is_file():
+        raise BenchError(f"{path} is not a file; pass the .splat file itself")
+    data = np.fromfile(path, dtype=np.uint8)
     if data.size == 0 or data.size % SPLAT_ROW.itemsize:
-        raise BenchError(f"{path}: size {data.size} bytes is not a positive multiple of 32; "
-                         "not an antimatter15 .splat file (or truncated)")
+        head = bytes(data[:4])
+        looks = (" (it starts like a PLY: name it .ply)" if head[:3] == b"ply" else
+                 " (it starts like an .spz: name it .spz)" if head[:2] == b"\x1f\x8b"
+                 or head == b"NGSP" else "")
+        raise BenchError(f"{path}: size {data.size} bytes is not a positive multiple of 32, so "
+                         f"not an antimatter15 .splat file (or a truncated one){looks}; "
+                         "re-export or re-copy the .splat")
     rows = data.view(SPLAT_ROW)
     rgba = rows["rgba"].astype(np.float32) / 255.0
     alpha = np.clip(rgba[:, 3], 1.0 / 255.0, 254.0 / 255.0)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # scale <= 0: caught by check_finite
         log_scales = np.log(rows["scale"]).astype(np.float32)
     splats = GaussianSplats(
         means=rows["position"].astype(np.float32),
