@@ -45,9 +45,23 @@ CLI_MODULES = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr, exit 2.
+
+    The line is ``bench <cmd>: error: <msg>; see 'bench <cmd> --help'`` (argparse
+    prints the whole usage first). ``add_subparsers`` makes every subparser with its
+    parent's class, so each ``bench <cmd> [<subcmd>]`` parser is one of these too.
+    """
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Print ``message`` as one line with the --help hint and exit 2."""
+        text = " ".join(str(message).split())  # argparse messages may wrap
+        self.exit(2, f"{self.prog}: error: {text}; see '{self.prog} --help'\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the full ``bench`` parser from every subsystem's ``add_parser``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="bench",
         description="splatbench: inject artifacts into Gaussian-splat scenes, score them, "
         "run paired policy rollouts and test whether sim rankings survive.",
@@ -154,6 +168,60 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     return (*USER_ERRORS, struct.error, csv.Error, zlib.error, sqlite3.Error)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: it unwinds like Ctrl-C, so every staging folder is removed.
+
+    A subclass of ``KeyboardInterrupt``: code that cleans up on Ctrl-C (staged outputs,
+    the study's worker pool) does the same here. ``signum`` is the signal's number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: Signals that stop a command the way Ctrl-C does (what `timeout`, SLURM's scancel and a
+#: closed terminal send); the exit code is 128 + the signal's number (143, 129).
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def _install_stop_handlers() -> dict:
+    """Make SIGTERM / SIGHUP raise :class:`Terminated`; returns the handlers to restore.
+
+    Only in the main thread; a signal the process inherited as ignored (``nohup``) stays
+    ignored. A second signal while the first one's cleanup runs is ignored (SIGKILL still
+    stops everything; the next run then recovers what it left).
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    fired: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        if fired:
+            return  # the first signal's cleanup runs to its end
+        fired.append(signum)
+        raise Terminated(signum)
+
+    previous = {}
+    for name in STOP_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is None or signal.getsignal(number) is signal.SIG_IGN:
+            continue
+        previous[number] = signal.getsignal(number)
+        signal.signal(number, stop)
+    return previous
+
+
+def _restore_handlers(previous: dict) -> None:
+    import signal
+
+    for number, handler in previous.items():
+        signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     parser = build_parser()
@@ -163,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command = " ".join(a for a in (args.command, getattr(args, "subcommand", None)) if a)
     real_stdout = sys.stdout
+    handlers: dict = {}
     try:
+        handlers = _install_stop_handlers()  # SIGTERM / SIGHUP clean up like Ctrl-C
         sys.stdout = _GuardedStream(real_stdout)  # tells a failing stdout from a failing --out
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning(command)  # restored when the block ends
@@ -179,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
               f"({exc.error.strerror or exc.error}); redirect it to a file on a disk with "
               "space, or to a terminal", file=sys.stderr)
         return 2
+    except Terminated as exc:
+        import signal
+
+        print(f"bench {command}: stopped by {signal.Signals(exc.signum).name}; nothing "
+              "half-written is left", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
         return 130
@@ -191,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench {command}: error: {describe_error(exc)}", file=sys.stderr)
         return 2
     finally:
+        _restore_handlers(handlers)
         if isinstance(sys.stdout, _GuardedStream):
             sys.stdout = real_stdout
 

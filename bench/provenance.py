@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -167,8 +167,10 @@ def _hashed(paths: dict[str, str | os.PathLike] | None) -> dict[str, dict[str, s
 @contextmanager
 def staged_output_dir(out_dir: str | os.PathLike, *, overwrite: bool,
                       inputs: Iterable[Any] | None = (),
-                      flag: str = "--out") -> Iterator[Path]:
-    """Yield a temp directory next to ``out_dir``; rename it into place on success.
+                      flag: str = "--out",
+                      owned_files: Callable[[Path], Iterable[str]] | None = None
+                      ) -> Iterator[Path]:
+    """Yield a temp directory next to ``out_dir``; move it into place on success.
 
     The safety rules of :mod:`bench.safety` are enforced here, so every command
     inherits them: ``out_dir`` may not equal, contain or lie inside any of
@@ -178,34 +180,35 @@ def staged_output_dir(out_dir: str | os.PathLike, *, overwrite: bool,
     writes into every directory it stages). On any exception the temp directory
     is removed and ``out_dir`` is left as it was.
 
+    The move is recoverable at every instant (:mod:`bench.swap`): a run killed
+    mid-swap is rolled back by the next command that touches ``out_dir`` (this
+    function, :func:`bench.safety.preflight_output_dir`, the bundle loader), which
+    also deletes the staging folders of killed runs.
+
     Args:
         out_dir: The output directory.
         overwrite: Replace an existing bench output directory.
         inputs: Every path the command reads (files or directories; or ``(flag, path)``).
         flag: The option that named ``out_dir``, for messages.
+        owned_files: An in-place write (``out_dir`` is also what the command read):
+            a function giving the relative paths of the files the bench owns in the
+            existing ``out_dir`` (e.g. :func:`bench.scene.bundle.bundle_owned_files`).
+            Only those are replaced or removed; every other file (the user's) is kept
+            untouched. None replaces the whole directory.
     """
-    from bench import safety
+    from bench import safety, swap
 
     out_dir = safety.preflight_output_dir(out_dir, overwrite=overwrite, inputs=inputs, flag=flag)
     parent = out_dir.parent
     parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=parent))
-    old: Path | None = None
+    tmp, lock = swap.new_staging(out_dir)  # the marker inside is held while we work
     try:
-        (tmp / safety.MARKER).write_bytes(safety.marker_json())
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700; follow the umask like mkdir
-        if out_dir.exists():
-            safety.check_replaceable(out_dir, inputs=inputs, flag=flag)  # still ours?
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old.tmp",
-                                        dir=parent))
-            os.replace(out_dir, old / "previous")  # the old output stays whole until the swap
-        os.replace(tmp, out_dir)
+        swap.install(tmp, out_dir, owned_files=owned_files,
+                     check=lambda out: safety.check_replaceable(out, inputs=inputs, flag=flag))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and (old / "previous").exists() and not out_dir.exists():
-            os.replace(old / "previous", out_dir)  # put the previous output back
         raise
     finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        os.close(lock)

@@ -91,15 +91,21 @@ def _validate(args: argparse.Namespace) -> None:
         raise BenchError(f"--seed-start must be >= 0 (a grid index), got {args.seed_start}")
     if args.policy_seed < 0:
         raise BenchError(f"--policy-seed must be >= 0, got {args.policy_seed}")
-    if args.episodes > 100_000:
-        raise BenchError(f"--episodes {args.episodes:,} is above the limit of 100,000; split the "
-                         "run into several --seed-start blocks")
+    from bench.safety import MAX_EPISODES
+
+    if args.episodes > MAX_EPISODES:
+        raise BenchError(f"--episodes {args.episodes:,} is above the limit of {MAX_EPISODES:,}; "
+                         "split the run into several --seed-start blocks")
     from bench.safety import check_image_size, preflight_output_dir
 
     check_image_size(*args.image_size, what="--image-size")
     for flag, value in (("--execute", args.execute), ("--max-frames", args.max_frames)):
         if value is not None and value < 1:
             raise BenchError(f"{flag} must be >= 1 frame, got {value}")
+    if args.max_frames is not None:  # the task file's time_limit_frames is capped when read
+        from bench.safety import check_episode_frames
+
+        check_episode_frames(args.max_frames, what="--max-frames")
     preflight_output_dir(args.out, overwrite=args.overwrite, inputs=[("--scene", args.scene)])
     if args.video and args.obs_mode != "rgb":
         raise BenchError("--video needs --obs-mode rgb (state mode renders nothing)")

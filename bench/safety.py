@@ -10,6 +10,10 @@ Rules (documented for users in ``docs/safety.md``):
   :data:`MARKER`; an existing directory is replaced only when it carries that
   marker (or a bench ``manifest.json`` from before the marker existed) and
   contains no input (:func:`check_replaceable`).
+* **Writes cannot lose data.** Replacing an output is a journaled swap that the next
+  command rolls back if it was killed half-way; an in-place write replaces only the
+  files the bench owns; staging folders of killed runs are deleted by the next write
+  (:mod:`bench.swap`, run from :func:`preflight_output_dir`).
 * **Names used as path parts** (scene, condition, task, policy, study, camera)
   match :data:`NAME_PATTERN` (:func:`check_name`).
 * **Bundles are closed.** A path read from a bundle's files resolves inside the
@@ -22,7 +26,6 @@ Everything here is standard library only, so every subsystem can import it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -31,15 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
+from bench.marker import MARKER, MARKER_FORMAT, is_bench_output, marker_json  # noqa: F401
 
 #: What a name used as a path part must match: a letter or digit, then letters, digits, ``._-``.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 NAME_RULE = "[A-Za-z0-9][A-Za-z0-9._-]*"
 #: Longest accepted name (a path component is at most 255 bytes on common file systems).
 MAX_NAME_LENGTH = 128
-#: File that marks a directory as written by the bench (so --overwrite may replace it).
-MARKER = ".splatbench-output"
-MARKER_FORMAT = "splatbench-output/1"
 
 
 # --------------------------------------------------------------------------- names
@@ -141,13 +142,19 @@ def preflight_output_dir(out: str | os.PathLike, *, overwrite: bool,
                          flag: str = "--out") -> Path:
     """Every refusal :func:`bench.provenance.staged_output_dir` makes, without writing.
 
-    Commands call it before expensive work so a refused ``--out`` fails at once.
+    Commands call it before expensive work so a refused ``--out`` fails at once. It
+    first finishes what killed runs left next to ``out`` (:func:`bench.swap.recover`:
+    an interrupted swap is rolled back, dead staging folders are deleted), the only
+    writes it makes.
 
     Raises:
         BenchError: ``out`` overlaps an input, is a file, exists without ``overwrite``,
             or exists with ``overwrite`` but is not a bench output.
     """
     out = check_output_path(out, inputs=inputs, flag=flag)
+    from bench.swap import recover
+
+    recover(out)  # roll back a swap killed mid-way; delete staging folders of killed runs
     if out.is_symlink() or out.exists():
         if not out.is_symlink() and not out.is_dir():
             raise BenchError(f"output path {out} is a file, not a directory; choose another "
@@ -175,26 +182,6 @@ def check_output_file(out: str | os.PathLike, *, overwrite: bool,
         raise BenchError(f"{out} exists; pass --overwrite or choose another {flag}")
     check_parents(out, flag=flag)
     return out
-
-
-def marker_json() -> bytes:
-    """Bytes of the ownership marker (deterministic: no time, no host)."""
-    return (json.dumps({"format": MARKER_FORMAT}, sort_keys=True) + "\n").encode()
-
-
-def is_bench_output(directory: str | os.PathLike) -> bool:
-    """Whether ``directory`` may be replaced: bench marker, bench manifest.json, or empty."""
-    directory = Path(directory)
-    if (directory / MARKER).is_file() or not any(directory.iterdir()):  # empty: nothing to lose
-        return True
-    manifest = directory / "manifest.json"
-    if not manifest.is_file() or manifest.is_symlink():
-        return False
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and "tool" in data and "bench_version" in data
 
 
 def check_replaceable(out: str | os.PathLike, *,
@@ -348,3 +335,68 @@ def check_count(value: Any, *, what: str, low: int = 0, high: int | None = None,
         bound = f">= {low}" if high is None else f"in [{low}, {high:,}]"
         raise BenchError(f"{what} must be {bound}, got {value:,}" + (f"; {fix}" if fix else ""))
     return value
+
+
+# --------------------------------------------------------------------------- sizes (issue 30)
+# Caps checked before ``--out`` exists (dry runs included); each message shows the arithmetic.
+
+#: Most starts of one task file's grid (x count x y count x yaw count), and of any one axis.
+MAX_TASK_GRID = 1_000_000
+#: Longest episode time limit, 10 Hz control frames (1 hour of robot time; YUBI uses 600).
+MAX_EPISODE_FRAMES = 36_000
+#: Most episodes of one ``bench rollout`` / ``bench softbody rollout``.
+MAX_EPISODES = 100_000
+#: Most rate pairs one ``bench plan trials`` plans (``--grid``: about 100 rates; ``--pilot`` rows).
+MAX_PLAN_PAIRS = 5_000
+#: Most parallel study workers, and torch threads per worker (no machine has more cores).
+MAX_WORKERS = 4096
+MAX_THREADS_PER_WORKER = 1024
+#: Most retries of a rollout whose execution failed.
+MAX_RETRIES = 100
+#: Most real trials of one (scene, task, policy) cell in ``real_results``.
+MAX_REAL_TRIALS = 1_000_000
+#: Largest message a policy server accepts: default and the largest ``--max-message-bytes``.
+DEFAULT_MAX_MESSAGE_BYTES = 16 << 20  # 16 MiB: a request of five 1024 x 1024 RGB images
+MAX_MESSAGE_BYTES = 1 << 30  # 1 GiB
+#: ``bench scene edit --scale`` range (a unit change mm <-> km is 1e6).
+MIN_EDIT_SCALE, MAX_EDIT_SCALE = 1e-6, 1e6
+#: Largest world coordinate or length (metres) a scene edit may set.
+MAX_WORLD_METRES = 1e6
+
+
+def check_real(value: Any, *, what: str, low: float | None = None, high: float | None = None,
+               low_open: bool = False, fix: str = "") -> float:
+    """Refuse a non-finite number or one outside ``[low, high]`` (``(low, high]``: ``low_open``).
+
+    Bools and strings are refused too.
+
+    Returns:
+        ``value`` as a float.
+    """
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value):
+        raise BenchError(f"{what} must be a finite number, got {value!r:.40}"
+                         + (f"; {fix}" if fix else ""))
+    too_low = low is not None and (value <= low if low_open else value < low)
+    if too_low or (high is not None and value > high):
+        left = "(" if low_open else "["
+        bound = (f"in {left}{low:g}, {high:g}]" if low is not None and high is not None else
+                 f"{'>' if low_open else '>='} {low:g}" if low is not None else f"<= {high:g}")
+        raise BenchError(f"{what} must be {bound}, got {value:g}" + (f"; {fix}" if fix else ""))
+    return float(value)
+
+
+def check_episode_frames(frames: Any, *, what: str) -> int:
+    """Refuse an episode time limit that is not a whole number in [1, MAX_EPISODE_FRAMES].
+
+    Returns:
+        ``frames`` as an int.
+    """
+    frames = check_count(frames, what=what, low=1, fix="give a time limit in 10 Hz frames")
+    if frames > MAX_EPISODE_FRAMES:
+        raise BenchError(f"{what} of {frames:,} frames (at 10 Hz: {frames:,} / 36,000 = "
+                         f"{frames / 36_000:,.1f} h of robot time per episode) exceeds the cap of "
+                         f"{MAX_EPISODE_FRAMES:,} frames (1 h); lower it (YUBI uses 600)")
+    return frames

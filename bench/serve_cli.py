@@ -26,6 +26,11 @@ def add_parser(subparsers: Any) -> None:
                    help="extra think time per query, ms (latency studies)")
     p.add_argument("--exit-after", type=int, default=None,
                    help="fault drill: die abruptly when query N+1 arrives")
+    from bench.safety import DEFAULT_MAX_MESSAGE_BYTES
+
+    p.add_argument("--max-message-bytes", type=int, default=DEFAULT_MAX_MESSAGE_BYTES,
+                   help="largest request accepted, bytes, at most 1 GiB (a larger request "
+                   "closes its connection with code 1009; the server keeps serving)")
     p.set_defaults(func=_serve)
 
 
@@ -40,6 +45,10 @@ def _serve(args: Any) -> int:
         raise BenchError(f"--port must be in 0..65535, got {args.port}")
     if args.delay_ms < 0:
         raise BenchError(f"--delay-ms must be >= 0, got {args.delay_ms}")
+    from bench.safety import MAX_MESSAGE_BYTES, check_count
+
+    check_count(args.max_message_bytes, what="--max-message-bytes", low=1024,
+                high=MAX_MESSAGE_BYTES, fix="give a request size in bytes (1 KiB to 1 GiB)")
     try:
         kwargs = json.loads(args.kwargs)
     except json.JSONDecodeError as exc:
@@ -53,7 +62,7 @@ def _serve(args: Any) -> int:
     service = PolicyService(args.policy, env, seed=args.seed, kwargs=kwargs,
                             delay_ms=args.delay_ms, exit_after=args.exit_after)
     try:
-        serve(service, host=args.host, port=args.port)
+        serve(service, host=args.host, port=args.port, max_message_bytes=args.max_message_bytes)
     except KeyboardInterrupt:
         pass
     finally:

@@ -78,7 +78,9 @@ def read_pilot(path: Path) -> list[tuple[str, str, str, str, tuple[int, int], tu
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found; pass a CSV with header "
                                 f"{','.join(PILOT_COLUMNS)}")
-    with open(path, newline="", encoding="utf-8") as handle:
+    from bench.tabular import open_csv_text  # UTF-8 with or without a BOM
+
+    with open_csv_text(path) as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in PILOT_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
@@ -118,8 +120,16 @@ def _run_trials(args: argparse.Namespace) -> int:
                           half_width=args.half_width, max_trials=args.max_trials)
     if (args.p1 is None) != (args.p2 is None):
         raise ValueError("--p1 and --p2 go together; give both rates")
+    for flag, rate in (("--p1", args.p1), ("--p2", args.p2)):  # before --out is staged
+        if rate is not None and not 0.0 <= rate <= 1.0:  # NaN fails too
+            raise ValueError(f"{flag} {rate:g} is not a success rate; pass a fraction in [0, 1]")
+    if args.p1 is not None and args.p1 == args.p2:  # no difference to detect: power is nan
+        raise ValueError(f"--p1 {args.p1:g} equals --p2 {args.p2:g}: equal rates have no "
+                         "difference to detect (Fisher power and the sign probability are "
+                         "undefined); give two different rates, e.g. --p1 0.8 --p2 0.5")
     pilot = read_pilot(args.pilot) if args.pilot is not None else None
     grid = _rates(args.grid) if args.grid is not None else None
+    _check_pairs(grid, pilot)
     with staged_output_dir(args.out, overwrite=args.overwrite) as staging:
         if pilot is not None:
             written, summary = _plan_pilot(staging, pilot, targets)
@@ -138,6 +148,21 @@ def _run_trials(args: argparse.Namespace) -> int:
         atomic_write_json(staging / "manifest.json", manifest)
     print(f"wrote {args.out}: {summary['line']}")
     return 0
+
+
+def _check_pairs(grid: list[float] | None, pilot: list | None) -> None:
+    """Refuse a plan of more than MAX_PLAN_PAIRS pairs before --out exists (issue 30)."""
+    from bench.safety import MAX_PLAN_PAIRS
+
+    if grid is not None:
+        pairs = len(grid) * (len(grid) - 1) // 2
+        if pairs > MAX_PLAN_PAIRS:
+            raise ValueError(f"--grid of {len(grid):,} rates plans {pairs:,} pairs "
+                             f"({len(grid):,} x {len(grid) - 1:,} / 2), above the cap of "
+                             f"{MAX_PLAN_PAIRS:,} pairs (about 100 rates); use fewer rates")
+    if pilot is not None and len(pilot) > MAX_PLAN_PAIRS:
+        raise ValueError(f"--pilot holds {len(pilot):,} pilot pairs (scene-task cells), above "
+                         f"the cap of {MAX_PLAN_PAIRS:,}; split the CSV into several plans")
 
 
 def _n_text(n: int, cap: int) -> str:

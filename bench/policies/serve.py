@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
+from bench.safety import DEFAULT_MAX_MESSAGE_BYTES
 
 SERVER_ID = "splatbench-serve/1"
+MESSAGE_TOO_BIG = 1009  # websocket close code (RFC 6455)
 IMAGE_PREFIX, IMAGE_SUFFIX = "observation/", "_image"
 
 
@@ -106,7 +108,11 @@ class PolicyService:
         while True:
             try:
                 message = websocket.recv()
-            except ConnectionClosed:
+            except ConnectionClosed as exc:
+                if exc.sent is not None and exc.sent.code == MESSAGE_TOO_BIG:
+                    print(f"[bench serve] closed a connection: {exc.sent.reason} (a request "
+                          "larger than --max-message-bytes); the server keeps serving",
+                          file=sys.stderr, flush=True)
                 return
             self.queries += 1
             if self.exit_after is not None and self.queries > self.exit_after:
@@ -132,12 +138,17 @@ class PolicyService:
 
 
 def serve(service: PolicyService, *, host: str = "127.0.0.1", port: int = 8000,
-          ready: Any = None) -> None:
-    """Serve until interrupted; ``ready(server)`` is called once the port is bound."""
+          ready: Any = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    """Serve until interrupted; ``ready(server)`` is called once the port is bound.
+
+    A message larger than ``max_message_bytes`` closes that connection (close code 1009,
+    the limit in the close reason; one line on stderr); the server keeps serving others.
+    """
     from websockets.sync.server import serve as ws_serve
 
     try:
-        server = ws_serve(service.handle, host, port, compression=None, max_size=None)
+        server = ws_serve(service.handle, host, port, compression=None,
+                          max_size=max_message_bytes)
     except OSError as exc:
         raise BenchError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose "
                          "another --port") from None

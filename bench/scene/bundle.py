@@ -304,8 +304,11 @@ def read_scene_spec(path: str | os.PathLike, *,
         BenchError: Missing/invalid scene.json, a non-similarity ``world_from_splat``,
             an empty table footprint, malformed keepouts or camera roles.
     """
+    from bench.swap import recover
+
     path = Path(path)
     root = path.parent if path.name == SCENE_FILE else path
+    recover(root, clean_staging=False)  # a bundle write killed mid-swap is rolled back first
     if not root.is_dir():
         raise BenchError(f"scene directory {root} not found; pass a bundle directory "
                          "(create one with `bench scene sample --out DIR`)")
@@ -426,9 +429,27 @@ def write_scene_files(bundle: SceneBundle, directory: str | os.PathLike) -> dict
     return {"background": background, "scene": scene}
 
 
+def bundle_owned_files(root: str | os.PathLike) -> set[str]:
+    """Files of a bundle the bench owns: what an in-place write may replace or remove.
+
+    ``scene.json``, ``background.ply``, the ownership marker, and every file a bench
+    ``manifest.json`` in ``root`` lists (with the manifest itself). Anything else in the
+    folder (notes, captures, a camera file the manifest does not list) is the user's and
+    an in-place write leaves it untouched (:func:`bench.swap.install`).
+    """
+    from bench.safety import MARKER
+    from bench.swap import bench_manifest_outputs
+
+    return {SCENE_FILE, BACKGROUND_FILE, MARKER} | bench_manifest_outputs(root)
+
+
 def save_scene(bundle: SceneBundle, path: str | os.PathLike, *, overwrite: bool = False,
                inputs: tuple = ()) -> Path:
     """Save a bundle to a new directory (staged: nothing is left behind on failure).
+
+    Saving a loaded bundle back into its own root is an in-place write: only the
+    bundle's own files (:func:`bundle_owned_files`) are replaced; the root must be a
+    bench output (it carries the marker or a bench manifest).
 
     Args:
         bundle: The scene (background in the world frame).
@@ -439,7 +460,14 @@ def save_scene(bundle: SceneBundle, path: str | os.PathLike, *, overwrite: bool 
     Returns:
         The output directory.
     """
+    from bench.safety import real
+
     path = Path(path)
+    if bundle.root is not None and real(path) == real(bundle.root):  # in place
+        with staged_output_dir(path, overwrite=True, inputs=inputs,
+                               owned_files=bundle_owned_files) as tmp:
+            write_scene_files(bundle, tmp)
+        return path
     with staged_output_dir(path, overwrite=overwrite, inputs=(bundle.root, *inputs)) as tmp:
         write_scene_files(bundle, tmp)
     return path

@@ -179,6 +179,36 @@ def run_init(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- edit
+def _check_edit_numbers(args: argparse.Namespace) -> None:
+    """Refuse non-finite or absurd edit values before they are computed with (issue 30)."""
+    from bench.safety import (
+        MAX_EDIT_SCALE,
+        MAX_WORLD_METRES,
+        MIN_EDIT_SCALE,
+        check_real,
+    )
+
+    if args.scale is not None:
+        check_real(args.scale, what="--scale", low=MIN_EDIT_SCALE, high=MAX_EDIT_SCALE,
+                   fix="give the factor the metric scale is off by (e.g. 1.02; 0.001 for "
+                   "millimetres to metres)")
+    if args.rotate_z is not None:
+        check_real(args.rotate_z, what="--rotate-z", low=-360.0, high=360.0,
+                   fix="give an angle in degrees within one turn")
+    metres = [("--translate", v) for v in args.translate or ()]
+    metres += [("--table-center", v) for v in args.table_center or ()]
+    metres += [("--table-size", v) for v in args.table_size or ()]
+    metres += [("--table-height", v) for v in ([args.table_height]
+                                               if args.table_height is not None else [])]
+    metres += [("--keepout", v) for box in args.keepout for v in box]
+    for flag, value in metres:
+        check_real(value, what=f"{flag} value", low=-MAX_WORLD_METRES, high=MAX_WORLD_METRES,
+                   fix="give world metres")
+    if args.table_yaw is not None:
+        check_real(args.table_yaw, what="--table-yaw", low=-360.0, high=360.0,
+                   fix="give an angle in degrees within one turn")
+
+
 def run_edit(args: argparse.Namespace) -> int:
     """Handler of ``bench scene edit``: adjust a bundle's table, keepouts or registration."""
     from pathlib import Path
@@ -186,8 +216,7 @@ def run_edit(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
     from bench.scene.ops import EditSpec, edit_bundle, write_bundle
 
-    if args.scale is not None and not args.scale > 0:
-        raise BenchError(f"--scale must be > 0, got {args.scale}")
+    _check_edit_numbers(args)  # before any arithmetic: no overflow warnings, one line
     spec = EditSpec(
         rotate_z_deg=args.rotate_z, translate=tuple(args.translate) if args.translate else None,
         scale=args.scale, world_from_splat_file=args.world_from_splat,
@@ -204,10 +233,12 @@ def run_edit(args: argparse.Namespace) -> int:
                          backend=args.backend)
     out = Path(args.out) if args.out else Path(args.bundle)
     in_place = args.out is None or out.resolve() == Path(args.bundle).resolve()
-    # in place: the bundle replaces itself (staged; only a bench-made bundle may be replaced)
+    # in place: only the bundle's own files are replaced (a bench-made bundle; the user's
+    # other files in it stay untouched); staged and recoverable like every write
     inputs = () if in_place else (("BUNDLE", args.bundle), ("--world-from-splat",
                                                             args.world_from_splat))
-    write_bundle(result, out, overwrite=args.overwrite or in_place, inputs=inputs)
+    write_bundle(result, out, overwrite=args.overwrite or in_place, inputs=inputs,
+                 in_place=in_place)
     t = result.bundle.table
     table = (f"table {t.size[0]:.3f} x {t.size[1]:.3f} m at ({t.center[0]:.3f}, "
              f"{t.center[1]:.3f}, {t.height:.3f}) yaw {t.yaw_deg:.2f}" if t else "no table")

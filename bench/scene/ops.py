@@ -89,13 +89,18 @@ def _bundle_inputs(path: Path) -> dict[str, dict[str, str]]:
 
 
 def write_bundle(result: BundleResult, out: str | Path, *, overwrite: bool,
-                 inputs: tuple = ()) -> Path:
+                 inputs: tuple = (), in_place: bool = False) -> Path:
     """Write the bundle + ``manifest.json`` into ``out`` (staged; nothing half-written).
 
     ``inputs`` (paths or ``(flag, path)`` pairs) must not overlap ``out`` (bench.safety).
+    ``in_place``: ``out`` is the bundle that was read; only its own files are replaced
+    (:func:`bench.scene.bundle.bundle_owned_files`), the user's files in it are kept.
     """
+    from bench.scene.bundle import bundle_owned_files
+
     out = Path(out)
-    with staged_output_dir(out, overwrite=overwrite, inputs=inputs) as tmp:
+    with staged_output_dir(out, overwrite=overwrite, inputs=inputs,
+                           owned_files=bundle_owned_files if in_place else None) as tmp:
         written = write_scene_files(result.bundle, tmp)
         outputs = dict(written)
         for rel in sorted(result.bundle.files):
@@ -377,6 +382,10 @@ def crop_bundle(path: Path, *, boxes: Sequence[Sequence[float]] | None = None,
         per_box.append(int((hit & ~inside).sum()))
         inside |= hit
     keep = ~inside
+    if not keep.any():  # issue 30: a bundle of 0 Gaussians is refused by every reader
+        raise BenchError(f"the boxes remove all {len(means):,} Gaussians of {path} (nothing "
+                         "would be left; `bench scene info` refuses an empty background); "
+                         "use smaller boxes or a smaller --margin")
     splat = bundle.splat_background()
     world = bundle.background.subset(keep)
     cropped = bundle.replace(files={}).with_background(world, splat=splat.subset(keep))

@@ -865,6 +865,18 @@ def parse_world_matrix(data) -> np.ndarray:
             raise BenchError("--world-from-splat file must hold a 4x4 list or an object with "
                              "'world_from_splat' (e.g. a scene.json)")
         data = data["world_from_splat"]
+    # JSON numbers only: numpy would read true/false as 1/0 and "1" as 1.0 (issue 30)
+    if not isinstance(data, list) or len(data) != 4 or not all(
+            isinstance(row, list) and len(row) == 4 for row in data):
+        raise BenchError("--world-from-splat must be a 4x4 list of numbers (4 rows of 4); "
+                         "fix the file")
+    for i, row in enumerate(data):
+        for j, value in enumerate(row):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                shown = (f"{str(value).lower()} (a JSON boolean)" if isinstance(value, bool)
+                         else f"{value!r:.40}")
+                raise BenchError(f"--world-from-splat row {i} column {j} is {shown}, not a "
+                                 "number; write the number (e.g. 1 or 0)")
     try:
         matrix = np.asarray(data, dtype=np.float64)
     except (TypeError, ValueError):

@@ -75,9 +75,16 @@ def _run(args: argparse.Namespace) -> int:
         spec = spec.replace(include_clean=True)
     if args.dry_run:
         from bench.study.plan import make_plan
+        from bench.study.preflight import check_study
 
         spec.validate_registries()
         spec.validate_inputs()
+        # every refusal of the real run (names, sizes, bundles, inputs, disk), before the
+        # plan's measured rollouts: a dry run must not accept what the run refuses (issue 30)
+        check_study(spec, Path(args.out), spec_file=args.spec)
+        from bench.study.executors import check_executor
+
+        check_executor(executor)  # an unreachable ray --address is refused here too
         for line in make_plan(spec).lines():
             print(line)
         print(f"dry run: nothing written ({args.out} untouched)")

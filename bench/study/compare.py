@@ -84,8 +84,29 @@ def load_rollouts(folder: str | Path) -> list[Any]:
     if not db.is_file():
         raise BenchError(f"no results database at {db}; pass a `bench study run` output "
                          "directory")
-    with ResultsStore(db) as store:
+    with ResultsStore.open_read_only(db) as store:  # an input: nothing written beside it
         return store.rollouts()
+
+
+def check_same_study(base: list[Any], variant: list[Any], *, base_path: str | Path,
+                     variant_path: str | Path) -> str:
+    """The one study name both outputs hold; refuse a mix or two different studies (issue 30).
+
+    A comparison pairs two runs of the same spec (one deployment knob changed), so both
+    outputs hold rollouts of one study each, under the same name.
+    """
+    names = {}
+    for flag, rows, path in (("--base", base, base_path), ("--variant", variant, variant_path)):
+        studies = sorted({r.study for r in rows})
+        if len(studies) > 1:
+            raise BenchError(f"{flag} {path} holds rollouts of {len(studies)} studies "
+                             f"{studies}; compare the outputs of one study run each")
+        names[flag] = studies[0] if studies else None
+    if None not in names.values() and names["--base"] != names["--variant"]:
+        raise BenchError(f"--base holds study {names['--base']!r} but --variant holds study "
+                         f"{names['--variant']!r}; compare two runs of the same spec (same name, "
+                         "one deployment knob changed)")
+    return names["--base"] or names["--variant"] or ""
 
 
 def pair_rollouts(base: list[Any], variant: list[Any], *, domain: str = "sim"
@@ -180,7 +201,9 @@ def write_comparison(base: str | Path, variant: str | Path, out: str | Path, *,
     from bench.study.store import DB_NAME
     from protocols.tablefmt import write_table
 
-    pairs = pair_rollouts(load_rollouts(base), load_rollouts(variant), domain=domain)
+    base_rows, variant_rows = load_rollouts(base), load_rollouts(variant)
+    check_same_study(base_rows, variant_rows, base_path=base, variant_path=variant)
+    pairs = pair_rollouts(base_rows, variant_rows, domain=domain)
     tables = compare(pairs, seed=seed)
     with staged_output_dir(out, overwrite=overwrite,
                            inputs=[("--base", base), ("--variant", variant)]) as tmp:

@@ -89,6 +89,7 @@ class ExecutorConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise BenchError(f"executor {name} must be an integer >= 0, got {value!r}")
+        _check_caps(self)  # issue 30: bounded before any worker or thread starts
         if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise BenchError(f"executor chunk_size must be an integer >= 1, got "
                              f"{self.chunk_size!r}")
@@ -121,6 +122,21 @@ class ExecutorConfig:
     def to_json(self) -> dict[str, Any]:
         """The settings as JSON."""
         return dataclasses.asdict(self)
+
+
+def _check_caps(config: ExecutorConfig) -> None:
+    """Refuse worker, thread and retry counts no machine can honour (issue 30)."""
+    from bench.safety import MAX_RETRIES, MAX_THREADS_PER_WORKER, MAX_WORKERS
+
+    for name, flag, cap, fix in (
+            ("workers", "--workers", MAX_WORKERS, "use fewer (0 = one per core)"),
+            ("threads", "--threads-per-worker", MAX_THREADS_PER_WORKER,
+             "use fewer (0 = cores / workers)"),
+            ("retries", "--retries", MAX_RETRIES, "use fewer")):
+        value = getattr(config, name)
+        if value > cap:
+            raise BenchError(f"executor {name} ({flag}) {value:,} exceeds the cap of {cap:,}; "
+                             f"{fix}")
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
@@ -427,10 +443,46 @@ def run_serial(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: Ex
 
 
 _WORKER: WorkerState | None = None
+#: Seconds between a pool worker's checks that its driver still lives (PR_SET_PDEATHSIG's
+#: fallback where the kernel has no parent-death signal).
+PARENT_POLL_S = 1.0
 
 
-def _worker_init(spec: Any, threads: int = 0) -> None:
+def die_with_parent(parent: int) -> None:
+    """Make this process die as soon as the process ``parent`` (the study driver) does.
+
+    However the driver ends (SIGKILL included) its pool workers must not outlive it: they
+    hold about 1 GB each and the caller's stdout (a ``$(bench study run ...)`` would
+    hang). Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; everywhere: a daemon thread that
+    SIGKILLs this process when ``os.getppid()`` stops being ``parent``.
+    """
+    import signal
+    import threading
+    import time
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the watch below does it
+    if os.getppid() != parent:  # the driver died before the signal was armed
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="bench-parent-watch", daemon=True).start()
+
+
+def _worker_init(spec: Any, threads: int = 0, parent: int = 0) -> None:
     global _WORKER
+    if parent:  # a pool worker: dies with its driver (first: before any slow import)
+        die_with_parent(parent)
     if threads:  # the pool's workers share the cores (torch defaults to all of them each)
         import torch
 
@@ -509,7 +561,8 @@ def run_process(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: E
     def start() -> None:
         pool.append(ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                         initializer=_worker_init,
-                                        initargs=(spec, config.resolved_threads())))
+                                        initargs=(spec, config.resolved_threads(),
+                                                  os.getpid())))
 
     def restart() -> None:
         pool.pop().shutdown(wait=True, cancel_futures=True)
@@ -522,6 +575,9 @@ def run_process(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: E
               wait=lambda fs: tuple(wait_futures(fs, return_when=FIRST_COMPLETED)),
               result=lambda f: f.result(), restart=restart,
               crashed=lambda exc: isinstance(exc, BrokenProcessPool))
+    except BaseException:  # Ctrl-C, SIGTERM / SIGHUP (bench.cli.Terminated), an error
+        kill_pool_workers(pool[-1])  # no waiting for rollouts nobody will commit
+        raise
     finally:
         pool[-1].shutdown(wait=True, cancel_futures=True)
 
@@ -529,6 +585,72 @@ def run_process(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: E
 def pool_worker_pids(executor: Any) -> list[int]:
     """Process ids of a ``ProcessPoolExecutor``'s workers (for tests and diagnostics)."""
     return sorted(executor._processes)  # noqa: SLF001 - no public accessor
+
+
+def kill_pool_workers(executor: Any) -> None:
+    """SIGKILL a ``ProcessPoolExecutor``'s workers (an interrupted driver stops at once)."""
+    for process in list((executor._processes or {}).values()):  # noqa: SLF001
+        try:
+            process.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+#: Seconds a TCP connection to a given ``--address`` may take before the run is refused.
+RAY_CONNECT_TIMEOUT_S = 5.0
+#: Ray's variable for how many times ``ray.init`` tries to reach a cluster's GCS.
+RAY_WAIT_ENV = "RAY_gcs_server_port_wait_time_s"
+
+
+def check_executor(config: ExecutorConfig | None) -> None:
+    """Refusals of an executor that need no output folder: called before ``--out`` exists.
+
+    ``ray``: the package must be installed, and a given ``--address HOST:PORT`` must accept
+    a TCP connection within :data:`RAY_CONNECT_TIMEOUT_S` (Ray itself retries an
+    unreachable address for many minutes, after the run wrote bundles and scores).
+
+    Raises:
+        BenchError: Ray missing, a malformed address, or no answer at it.
+    """
+    import importlib.util
+
+    if config is None or config.kind != "ray":
+        return
+    if importlib.util.find_spec("ray") is None:
+        raise BenchError("--executor ray needs the ray package; pip install 'splatbench[ray]' "
+                         "or use --executor process")
+    if config.address:
+        check_ray_address(config.address)
+
+
+def check_ray_address(address: str, *, timeout: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Refuse a Ray ``HOST:PORT`` (or ``ray://HOST:PORT``) that accepts no TCP connection.
+
+    ``auto`` and ``local`` are left to Ray (it finds or starts the cluster itself).
+
+    Raises:
+        BenchError: Not HOST:PORT, or nothing answers there within ``timeout`` seconds.
+    """
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BenchError(f"--address {address!r} is not HOST:PORT; pass the address `ray "
+                         "status` shows (e.g. 10.0.0.5:6379), auto, or no --address for a "
+                         "local cluster")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError) else \
+            (exc.strerror or type(exc).__name__).lower()
+        raise BenchError(f"cannot reach the ray cluster at --address {address} ({reason}); "
+                         f"start it (`ray start --head --port {port}`), pass the "
+                         "address `ray status` shows, or drop --address for a local cluster") \
+            from None
 
 
 @EXECUTORS.register("ray", parallel=True, needs="ray",
@@ -544,8 +666,14 @@ def run_ray(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: Execu
     started = False
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        bounded = False
         if config.address:
+            check_ray_address(config.address)  # seconds, not Ray's minutes of retries
             kwargs["address"] = config.address
+            # Ray's own connection attempts (about 40 s each, 20 by default): 2 of them
+            bounded = RAY_WAIT_ENV not in os.environ
+            if bounded:
+                os.environ[RAY_WAIT_ENV] = "2"
         elif config.workers:
             kwargs["num_cpus"] = config.workers
         try:
@@ -553,6 +681,9 @@ def run_ray(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: Execu
         except (ConnectionError, RuntimeError) as exc:
             raise BenchError(f"cannot reach the ray cluster {config.address!r} ({exc}); start "
                              "it (ray start --head) or pass --address HOST:PORT") from None
+        finally:
+            if bounded:
+                os.environ.pop(RAY_WAIT_ENV, None)
         started = True
     try:
         workers = config.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))

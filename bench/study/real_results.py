@@ -82,11 +82,22 @@ def _integer(path: Path, line: int, column: str, value: Any) -> int:
     return int(number)
 
 
+def _check_trials(path: Path, line: int, what: str, trials: int) -> None:
+    """Refuse a cell of more real trials than any robot runs (issue 30: 1e22 was accepted)."""
+    from bench.safety import MAX_REAL_TRIALS
+
+    if trials > MAX_REAL_TRIALS:
+        raise _fail(path, line, f"{what} exceeds the cap of {MAX_REAL_TRIALS:,} real trials per "
+                    "cell; fix the count (a real robot runs far fewer)")
+
+
 def _read_csv(path: Path):
     import pandas as pd
 
+    from bench.tabular import read_csv_frame  # UTF-8 with or without a BOM
+
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        frame = read_csv_frame(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise _fail(path, None, f"cannot be read as CSV ({exc}); fix the file") from None
     frame.columns = [str(c).strip().lower() for c in frame.columns]
@@ -141,6 +152,7 @@ def _per_trial(spec: Any, path: Path, frame: Any) -> dict[tuple[str, str, str], 
         cell = counts.setdefault((scene, task, policy), [0, 0])
         cell[0] += value
         cell[1] += 1
+        _check_trials(path, line, f"{scene}/{task}/{policy}: {cell[1]:,} trials", cell[1])
     return {k: (v[0], v[1]) for k, v in counts.items()}
 
 
@@ -155,6 +167,7 @@ def _per_cell(spec: Any, path: Path, frame: Any) -> dict[tuple[str, str, str], t
         n = _integer(path, line, "trials", row.trials)
         if n < 1:
             raise _fail(path, line, "trials is 0; a cell needs at least one trial")
+        _check_trials(path, line, f"trials {row.trials.strip()}", n)
         if k > n:
             raise _fail(path, line, f"successes {k} > trials {n}; fix the counts")
         key = (scene, task, policy)

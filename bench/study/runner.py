@@ -598,6 +598,9 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
 
         real = read_real_results(spec)
     inputs = check_study(spec, out, spec_file=spec_file)
+    from bench.study.executors import check_executor
+
+    check_executor(executor)  # e.g. an unreachable ray --address: refused before out exists
     store = open_output(spec, out, resume=resume, overwrite=overwrite, inputs=inputs)
     try:
         record_real_source(spec, out, store, real)

@@ -269,9 +269,13 @@ class StudySpec:
                              "the simulated ones; raise it above sim_condition_offset + trials")
 
     def _check_max_frames(self, names: list[str]) -> None:
+        from bench.safety import check_episode_frames as check_cap  # issue 30: bounded
+
         if self.max_frames is None or isinstance(self.max_frames, int):
             if self.max_frames is not None and self.max_frames < 1:
                 raise BenchError(f"max_frames must be >= 1 or null, got {self.max_frames}")
+            if self.max_frames is not None:
+                check_cap(self.max_frames, what="max_frames")
             return
         for scene, per_task in self.max_frames.items():
             if scene not in names:
@@ -283,6 +287,7 @@ class StudySpec:
                                      f"tasks {list(self.tasks)}; fix the name")
                 if frames < 1:
                     raise BenchError(f"max_frames[{scene!r}][{task!r}] must be >= 1, got {frames}")
+                check_cap(frames, what=f"max_frames[{scene!r}][{task!r}]")
 
     def _check_real_studies(self) -> None:
         names = self.scene_names

@@ -144,6 +144,23 @@ CREATE TABLE IF NOT EXISTS conditions (
 """
 
 
+_FLAGS = {0: False, 1: True, "0": False, "1": True, "false": False, "true": True}
+
+
+def _flag(path: Path, row: dict[str, Any], column: str) -> bool:
+    """A stored 0/1 (or true/false) column as a bool; anything else refused with the row."""
+    value = row[column]
+    key = value.strip().lower() if isinstance(value, str) else value
+    if isinstance(key, float) and key in (0.0, 1.0):
+        key = int(key)
+    if isinstance(key, str | int) and key in _FLAGS:
+        return _FLAGS[key]
+    where = "/".join(str(row[k]) for k in ROLLOUT_KEY)
+    raise BenchError(f"{path}: rollout {where} has {column} {value!r:.40}; {column} must be 0/1 "
+                     "(or true/false) - fix or drop the row (the database was not written by "
+                     "this bench, or was edited)")
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return math.isclose(float(a), float(b), rel_tol=0.0, abs_tol=1e-12)
@@ -312,7 +329,8 @@ class ResultsStore:
         out = []
         select = getattr(self, "_rollout_select", ROLLOUT_COLUMNS)
         for data in self._select("rollouts", ROLLOUT_COLUMNS, ROLLOUT_KEY, study, select=select):
-            data["success"], data["truncated"] = bool(data["success"]), bool(data["truncated"])
+            for flag in ("success", "truncated"):  # issue 30: bool(7) counted 7 as a success
+                data[flag] = _flag(self.path, data, flag)
             out.append(RolloutRow(**data))
         return out
 

@@ -64,8 +64,21 @@ class _Hold:
 
 def run_rollout(args: argparse.Namespace) -> int:
     """Handler of ``bench softbody rollout``."""
-    from bench.safety import preflight_output_dir
+    from bench.errors import BenchError
+    from bench.safety import (
+        MAX_EPISODES,
+        check_episode_frames,
+        check_image_size,
+        preflight_output_dir,
+    )
 
+    if args.episodes < 1 or args.seed_start < 0:
+        raise BenchError("--episodes must be >= 1 and --seed-start >= 0")
+    if args.episodes > MAX_EPISODES:  # issue 30: checked before any work
+        raise BenchError(f"--episodes {args.episodes:,} is above the limit of {MAX_EPISODES:,}; "
+                         "split the run into several --seed-start blocks")
+    check_episode_frames(args.max_frames, what="--max-frames")
+    check_image_size(*args.image_size, what="--image-size")
     inputs = [("--scene", args.scene)]
     preflight_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)  # before work
     import csv
@@ -76,7 +89,6 @@ def run_rollout(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     import bench.sim  # noqa: F401 - registers splatbench/Rope-v0
-    from bench.errors import BenchError
     from bench.provenance import (
         atomic_write_bytes,
         atomic_write_json,
@@ -87,8 +99,6 @@ def run_rollout(args: argparse.Namespace) -> int:
     from bench.sim.rollout import run_episode, state_stream_columns, state_stream_rows
     from bench.sim.softbody.rope import rope_expert
 
-    if args.episodes < 1 or args.seed_start < 0 or args.max_frames < 1:
-        raise BenchError("--episodes and --max-frames must be >= 1 and --seed-start >= 0")
     scene_dir = Path(args.scene)
     if not (scene_dir / SCENE_FILE).is_file():
         raise BenchError(f"{scene_dir} is not a scene bundle (no {SCENE_FILE}); make one with "
