@@ -48,6 +48,7 @@ import numpy as np
 
 from bench.render import constants as K
 from bench.render import culling
+from bench.render.lod_nodes import NODE_DTYPE, layer_codes
 from bench.scene.cameras import Camera
 from bench.scene.gaussians import GaussianSplats
 
@@ -124,8 +125,9 @@ class LodHierarchy:
         order: [M] original indices of the index's Gaussians, block by block, in tree order.
         level_start: per level, [K_k + 1] start of each node in ``order``.
         level_offset: [L + 1] first global node id of each level.
-        nodes: [sum K_k] one 32-byte record per node (:data:`NODE_DTYPE`; what the
-            per-frame cut reads, one cache line per two siblings), seen through:
+        nodes: [sum K_k] one 32-byte record per node
+            (:data:`~bench.render.lod_nodes.NODE_DTYPE`; what the per-frame cut reads, one
+            cache line per two siblings), seen through:
         child_lo, child_hi: global ids of each node's children are
             ``child_lo[j]:child_hi[j]`` (the next level; empty for single Gaussians).
         node_row: device row drawn for the node: its position in ``order`` for single
@@ -170,14 +172,6 @@ class LodHierarchy:
     node_sigma = property(lambda self: self.nodes["sigma"])  # [sum K_k] float64
     node_mixed = property(lambda self: self.nodes["mixed"])  # [sum K_k] bool
     node_colour_std = property(lambda self: self.nodes["colour_std"])  # [sum K_k] float64
-
-
-# One tree node as the per-frame cut reads it (``warp_lod.LodNode`` has the same layout).
-# ``layered``: a merged node on a layered split whose far side may be pushed (the cut
-# computes a push for those rows only).
-NODE_DTYPE = np.dtype([("sigma", "<f8"), ("colour_std", "<f8"), ("child_lo", "<i4"),
-                       ("child_hi", "<i4"), ("row", "<i4"), ("mixed", "?"), ("layered", "?")],
-                      align=True)
 
 
 _HIERARCHY: weakref.WeakKeyDictionary[GaussianSplats, LodHierarchy] = weakref.WeakKeyDictionary()
@@ -627,17 +621,6 @@ def choose_rows(index: culling.SpatialIndex, hierarchy: LodHierarchy, camera: Ca
         frontier = culling._concat_ranges(np.stack([h.child_lo[split], h.child_hi[split]],
                                                    axis=1))
     return np.sort(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
-
-
-def layer_codes(merged_layer: np.ndarray, merged_side: np.ndarray,  # [P], [P]
-                covered: np.ndarray) -> np.ndarray:  # [P] bool -> [P] int32
-    """Per merged row: 2 x its layered split + (side > 0) where a push may apply, else -1.
-
-    Where :func:`far_layer_bias` may push a row: on a layered split, on one side of its
-    gap, and covered by the other side (the nodes' ``layered`` flag is ``code >= 0``).
-    """
-    return np.where((merged_layer >= 0) & (merged_side != 0) & covered,
-                    2 * merged_layer + (merged_side > 0), -1).astype(np.int32)
 
 
 def far_layer_bias(hierarchy: LodHierarchy, camera: Camera,

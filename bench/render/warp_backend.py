@@ -210,6 +210,21 @@ def _radius_tiles(u: float, v: float, radius: float, width: int, height: int, ti
     return wp.vec4i(x0, x1, y0, y1)
 
 
+@wp.func
+def tile_starts(tile_start: wp.array(dtype=wp.int32),  # [num_tiles + 1] counts at t + 1 -> starts
+                cursor: wp.array(dtype=wp.int32),  # [num_tiles] out: each tile's first slot
+                num_tiles: int):
+    """The counting sort's prefix sum: per-tile counts into list starts, cursors at the starts.
+
+    ``tile_start[t + 1]`` holds tile ``t``'s count (``tile_start[0] == 0``) on entry and
+    the start of tile ``t + 1``'s list on exit. Shared by :func:`_bin_kernel` and the
+    differentiable rasterizer's (:mod:`bench.render.warp_grad`).
+    """
+    for t in range(num_tiles):
+        tile_start[t + 1] += tile_start[t]
+        cursor[t] = tile_start[t]
+
+
 @wp.kernel
 def _project_kernel(
     means: wp.array(dtype=wp.vec3),
@@ -326,9 +341,7 @@ def _bin_kernel(
         for ty in range(r[2], r[3]):
             for tx in range(r[0], r[1]):
                 tile_start[ty * tiles_x + tx + 1] += 1
-    for t in range(num_tiles):
-        tile_start[t + 1] += tile_start[t]
-        cursor[t] = tile_start[t]
+    tile_starts(tile_start, cursor, num_tiles)
     for k in range(num):
         g = order[k]
         r = rect[g]

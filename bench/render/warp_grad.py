@@ -153,9 +153,7 @@ def _bin_kernel(
         for ty in range(r[2], r[3]):
             for tx in range(r[0], r[1]):
                 tile_start[ty * tiles_x + tx + 1] += 1
-    for t in range(num_tiles):
-        tile_start[t + 1] += tile_start[t]
-        cursor[t] = tile_start[t]
+    warp_backend.tile_starts(tile_start, cursor, num_tiles)
     for k in range(num):
         r = rect[k]
         j = slot_start[k]

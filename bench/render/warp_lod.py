@@ -22,13 +22,14 @@ import numpy as np
 import warp as wp
 
 from bench.render import constants as K
-from bench.render import culling, lod, replay
+from bench.render import culling, replay
 from bench.render import warp_backend as wb
+from bench.render.lod_nodes import layer_codes
 
 
 @wp.struct
 class LodNode:
-    """One tree node (``lod.NODE_DTYPE``, the same 32-byte layout)."""
+    """One tree node (``lod_nodes.NODE_DTYPE``, the same 32-byte layout)."""
 
     sigma: wp.float64
     colour_std: wp.float64
@@ -39,7 +40,7 @@ class LodNode:
     layered: wp.bool
 
 
-#: The walk in C++: the node record read by its byte offsets (lod.NODE_DTYPE); the bias
+#: The walk in C++: the node record read by its byte offsets (lod_nodes.NODE_DTYPE); the bias
 #: with one operation per statement, in far_layer_bias's order (no contraction).
 CUT_SNIPPET = """
     const char* base = (const char*)nodes.data;
@@ -335,7 +336,7 @@ class TreeArrays:
         self.cam = wp.zeros(CAM_FLOATS, dtype=wp.float64, device=wb.DEVICE)
         self.cam_np = self.cam.numpy()
         self.num_visible = wp.zeros(1, dtype=wp.int32, device=wb.DEVICE)
-        code = lod.layer_codes(h.merged_layer, h.merged_side, h.merged_covered)
+        code = layer_codes(h.merged_layer, h.merged_side, h.merged_covered)
         mean = np.ascontiguousarray(h.layer_mean, np.float64)
         thin = np.ascontiguousarray(h.layer_thin, np.float64)
         self._keep = [h.nodes, code, mean, thin, index]  # what the Warp views alias

@@ -50,7 +50,7 @@ import bench.sim.softbody.envs  # noqa: E402,F401 - registers splatbench/Rope-v0
 
 
 def make_env(task, scene, **kwargs):
-    """``gymnasium.make`` by task name, task-file path or :class:`~bench.sim.tasks.TaskSpec`.
+    """``gymnasium.make`` by task name, task-file path or :class:`~bench.sim.task_spec.TaskSpec`.
 
     ``task``: "cup" / "tape" / "pen" / "rope" (their own env ids; the rope's kwargs are
     checked by :class:`bench.sim.softbody.rope.RopeEnv`), a ``.json`` / ``.toml`` task file,
@@ -61,7 +61,8 @@ def make_env(task, scene, **kwargs):
     if isinstance(task, str) and task.lower() in bench.sim.softbody.envs.SOFTBODY_ENV_IDS:
         return gymnasium.make(bench.sim.softbody.envs.SOFTBODY_ENV_IDS[task.lower()],
                               scene=scene, **kwargs)
-    from bench.sim.tasks import TaskSpec, get_task, is_task_file
+    from bench.sim.task_spec import TaskSpec
+    from bench.sim.tasks import get_task, is_task_file
 
     if not isinstance(task, TaskSpec) and not is_task_file(task):
         root = getattr(scene, "root", None) if not isinstance(scene, str) else scene

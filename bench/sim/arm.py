@@ -7,7 +7,7 @@ loaded with ``mujoco.MjSpec.from_file`` (MJCF or URDF: a Franka FR3 / Panda /
 xArm from MuJoCo Menagerie, or the bench's own ``arm6``), mounted at a pose in
 the table frame, its own actuators replaced by one position servo per joint
 under gravity compensation, and the bench's parallel jaw
-(:func:`~bench.sim.robot.add_parallel_jaw`) attached to its end-effector body.
+(:func:`~bench.sim.parallel_jaw.add_parallel_jaw`) attached to its end-effector body.
 
 IK (``mink``): every ``ik_every`` physics steps a :class:`mink.FrameTask` on
 the hand body (the TCP frame) plus a light posture task are solved as one QP
@@ -31,7 +31,8 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.geometry import mat_to_quat, mat_to_rotvec, pose, quat_to_mat, yaw_mat, yaw_quat
-from bench.sim.robot import (
+from bench.sim.parallel_jaw import (
+    CAMERA_BODY,
     HAND_BODY,
     GripperConfig,
     add_jaw_actuator,
@@ -279,8 +280,6 @@ class ArmRobot:
 
     def _add_tcp_frame(self, spec: mujoco.MjSpec, own: ModelGripper) -> None:
         """A massless ``hand`` body at the model gripper's TCP (+ the wrist-camera body)."""
-        from bench.sim.robot import CAMERA_BODY
-
         model_hand = spec.body(PREFIX + own.hand_body)
         if model_hand is None:
             raise BenchError(f"arm model {self._path.name} has no body {own.hand_body!r} "

@@ -6,7 +6,8 @@ pose and the intrinsics (a :class:`~bench.scene.cameras.Camera` at the identity
 pose). :func:`make_rig` builds one from a preset name or a rig file:
 
 * ``"wrist"`` (default): today's single wrist fisheye (``wrist_rgb``), the
-  robot's camera body and ``EnvConfig``'s fisheye settings - unchanged.
+  robot's camera body and ``EnvConfig``'s fisheye settings
+  (:func:`wrist_camera_model`) - unchanged.
 * ``"yubi-dual"``: YUBI's two 200-degree fisheyes either side of the gripper
   (``wrist_left_rgb``, ``wrist_right_rgb``), equidistant unless
   ``fisheye_distortion`` is set, at ``image_size``.
@@ -278,10 +279,18 @@ def yubi_dual(config, *, camera_offset: tuple[float, float, float]) -> list[RigC
     return cams
 
 
+def wrist_camera_model(config) -> Camera:
+    """The wrist fisheye of an ``EnvConfig``, at the identity pose.
+
+    Kannala-Brandt with ``config.fisheye_distortion`` (zeros: equidistant), focal length
+    chosen so the ``config.fisheye_fov_deg`` circle fits the shorter image side.
+    """
+    return fisheye_intrinsics(config.image_size, config.fisheye_fov_deg,
+                              config.fisheye_distortion, "wrist")
+
+
 def make_rig(config, robot) -> list[RigCamera]:
     """The cameras of an env: ``config.cameras`` is "wrist", "yubi-dual" or a rig file path."""
-    from bench.sim.observation import wrist_camera_model
-
     name = config.cameras
     if name == "wrist":
         return [RigCamera("wrist", "wrist", None, wrist_camera_model(config))]

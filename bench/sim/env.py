@@ -69,9 +69,11 @@ import numpy as np
 from bench.errors import BenchError
 from bench.geometry import interpolate_pose, rotvec_to_mat
 from bench.sim.config import EnvConfig
+from bench.sim.env_render import EnvRendering
 from bench.sim.state import FrameState, TaskState
 from bench.sim.task_progress import make_progress_scorer, step_state
-from bench.sim.tasks import TaskSpec, get_task
+from bench.sim.task_spec import TaskSpec
+from bench.sim.tasks import get_task
 from bench.sim.world import TableGeometry, World
 
 ACTION_DIM = 7
@@ -126,13 +128,13 @@ def check_table_registration(
     return count
 
 
-class SplatBenchEnv(gym.Env):
+class SplatBenchEnv(EnvRendering, gym.Env):
     """One task in one scene (see the module docstring for the full contract).
 
     Args:
         task: Task name ("cup", "tape", "pen"), a task-file path (.json / .toml), the name of
             a task file in the scene bundle (``tasks/NAME.json``), or a
-            :class:`~bench.sim.tasks.TaskSpec`; registered ids fix it.
+            :class:`~bench.sim.task_spec.TaskSpec`; registered ids fix it.
         scene: Scene directory or :class:`~bench.scene.bundle.SceneBundle`.
         render_mode: None or "rgb_array" (``render()`` returns the exterior camera view).
         config: An :class:`EnvConfig`; keyword arguments override its fields.
@@ -302,7 +304,7 @@ class SplatBenchEnv(gym.Env):
         Needs no GL context, so vision policies can back-project wrist pixels in any
         ``obs_mode``.
         """
-        from bench.sim.observation import wrist_camera_model
+        from bench.sim.camera_rig import wrist_camera_model
 
         return wrist_camera_model(self.config).with_pose(
             self.world.robot.camera_pose(self.world.data)
@@ -326,18 +328,6 @@ class SplatBenchEnv(gym.Env):
         data = self.world.data
         tcp = self.world.robot.tcp_pose(data)
         return np.linalg.inv(tcp) @ self.world.robot.camera_pose(data)
-
-    def render(self):
-        """The exterior camera view [H, W, 3] uint8 (``render_mode="rgb_array"``), else None."""
-        if self.render_mode != "rgb_array":
-            return None
-        return self._get_renderer().render_exterior()
-
-    def close(self) -> None:
-        """Free the renderers (MuJoCo GL context, Gaussian renderer)."""
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
 
     # -- internals ------------------------------------------------------------------------
     def _validate_action(self, action) -> np.ndarray:  # -> [n, 7] float64, clipped

@@ -39,6 +39,7 @@ import numpy as np
 from bench.errors import BenchError
 from bench.render.output import RenderOutput
 from bench.scene.cameras import Camera, look_at
+from bench.sim.camera_rig import make_rig, wrist_camera_model
 from bench.sim.config import EnvConfig
 from bench.sim.objects import TABLE_GROUP
 from bench.sim.world import World
@@ -236,37 +237,6 @@ def to_uint8(rgb: np.ndarray) -> np.ndarray:  # [H, W, 3] float -> uint8
     return (np.clip(rgb, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
 
 
-def wrist_camera_model(config: EnvConfig) -> Camera:
-    """The wrist fisheye at the identity pose.
-
-    Kannala-Brandt with ``config.fisheye_distortion`` (zeros: equidistant), focal length
-    chosen so the ``config.fisheye_fov_deg`` circle fits the shorter image side.
-    """
-    h, w = config.image_size
-    theta = math.radians(config.fisheye_fov_deg / 2.0)
-    k1, k2, k3, k4 = config.fisheye_distortion
-    theta_d = theta * (1 + k1 * theta**2 + k2 * theta**4 + k3 * theta**6 + k4 * theta**8)
-    if theta_d <= 0:
-        raise ValueError(
-            f"fisheye_distortion {config.fisheye_distortion} folds the lens before "
-            f"{config.fisheye_fov_deg / 2} degrees; check the calibration"
-        )
-    f = 0.5 * min(w, h) / theta_d
-    return Camera(
-        "fisheye",
-        w,
-        h,
-        f,
-        f,
-        w / 2.0,
-        h / 2.0,
-        np.eye(4),
-        distortion=config.fisheye_distortion,
-        fov_deg=config.fisheye_fov_deg,
-        name="wrist",
-    )
-
-
 class ObservationRenderer:
     """Wrist fisheye and exterior views of a :class:`World` over a scene's background.
 
@@ -282,8 +252,6 @@ class ObservationRenderer:
         from bench.render.fisheye import CUBE_MARGIN_PX, default_face_px
 
         if rig is None:
-            from bench.sim.camera_rig import make_rig
-
             rig = make_rig(config, world.robot)
         self.rig = list(rig)
         self.face_px = int(config.cube_face_px or default_face_px(self.wrist))

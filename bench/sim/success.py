@@ -90,6 +90,21 @@ def _rim_z(box_state: ObjectState, box: OpenBox) -> float:
     return float(box_state.to_world(np.array([0.0, 0.0, box.rim_height]))[0, 2])
 
 
+def _below_rim_in_box(state: TaskState, box_state: ObjectState, box: OpenBox, receptacle: str,
+                      footprint: np.ndarray, top_z: float) -> bool:
+    """The open-box rule: inside the inner floor area, below the rim, box on the table.
+
+    ``footprint`` [M, 3] or [3] world points must lie in the inner floor area and ``top_z``
+    (world) at most at the rim. Shared by :func:`points_in_box` (and so :func:`pen_in_box`)
+    and :func:`tape_in_box`.
+    """
+    return bool(
+        inside_box_footprint(box_state, box, footprint)
+        and top_z <= _rim_z(box_state, box)
+        and state.touching(receptacle, "table")
+    )
+
+
 def tape_in_box(
     state: TaskState,
     *,
@@ -103,18 +118,18 @@ def tape_in_box(
     tape_state, box_state = state.objects[actor], state.objects[receptacle]
     if not _released_and_still(state, actor, max_speed):
         return False
-    rim_z = _rim_z(box_state, box)
-    return bool(
-        inside_box_footprint(box_state, box, tape_state.pos)
-        and cylinder_top_z(tape_state, tape) <= rim_z
-        and state.touching(receptacle, "table")
-    )
+    return _below_rim_in_box(state, box_state, box, receptacle, tape_state.pos,
+                             cylinder_top_z(tape_state, tape))
+
+
+def _pen_tips(pen: Pen) -> np.ndarray:  # -> [2, 3] object frame
+    half = pen.length / 2
+    return np.array([[-half, 0.0, 0.0], [half, 0.0, 0.0]])
 
 
 def pen_endpoints(obj: ObjectState, pen: Pen) -> np.ndarray:  # -> [2, 3]
     """World positions of the two pen tips (capsule ends along local x)."""
-    half = pen.length / 2
-    return obj.to_world(np.array([[-half, 0.0, 0.0], [half, 0.0, 0.0]]))
+    return obj.to_world(_pen_tips(pen))
 
 
 def points_in_box(
@@ -134,11 +149,7 @@ def points_in_box(
     if not _released_and_still(state, actor, max_speed):
         return False
     world = actor_state.to_world(points)
-    return bool(
-        inside_box_footprint(box_state, box, world)
-        and float(world[:, 2].max()) <= _rim_z(box_state, box)
-        and state.touching(receptacle, "table")
-    )
+    return _below_rim_in_box(state, box_state, box, receptacle, world, float(world[:, 2].max()))
 
 
 def pen_in_box(
@@ -151,16 +162,8 @@ def pen_in_box(
     max_speed: float = MAX_SPEED,
 ) -> bool:
     """Both pen tips inside the box's inner footprint and below the rim, released, at rest."""
-    pen_state, box_state = state.objects[actor], state.objects[receptacle]
-    if not _released_and_still(state, actor, max_speed):
-        return False
-    tips = pen_endpoints(pen_state, pen)
-    rim_z = _rim_z(box_state, box)
-    return bool(
-        inside_box_footprint(box_state, box, tips)
-        and float(tips[:, 2].max()) <= rim_z
-        and state.touching(receptacle, "table")
-    )
+    return points_in_box(state, points=_pen_tips(pen), box=box, actor=actor,
+                         receptacle=receptacle, max_speed=max_speed)
 
 
 def in_receptacle(

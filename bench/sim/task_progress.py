@@ -15,8 +15,8 @@ import numpy as np
 
 from bench.sim.progress import ProgressScorer, ProgressTask, StepState, pick_up, place_in, push_to
 from bench.sim.state import TaskState
-from bench.sim.taskfile import PLATE_VIRTUAL_RIM, place_in_geometry
-from bench.sim.tasks import TaskSpec
+from bench.sim.task_spec import TaskSpec
+from bench.sim.task_success import PLATE_VIRTUAL_RIM, place_in_geometry
 
 __all__ = ["PLATE_VIRTUAL_RIM", "make_progress_scorer", "progress_spec", "step_state"]
 

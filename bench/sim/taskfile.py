@@ -45,9 +45,11 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
-from bench.sim import success as predicates
+from bench.safety import MAX_TASK_GRID, check_episode_frames
 from bench.sim.meshes import resolve_relative
-from bench.sim.objects import Box, Cylinder, Mesh, ObjectSpec, OpenBox, Pen
+from bench.sim.objects import Box, Cylinder, ObjectSpec, OpenBox, Pen
+from bench.sim.task_spec import InitGrid, TaskSpec
+from bench.sim.task_success import make_success, place_in_geometry
 
 TASK_FORMAT = "splatbench-task/1"
 TASK_SUFFIXES = (".json", ".toml")
@@ -92,6 +94,8 @@ def read_task_data(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.suffix.lower() not in TASK_SUFFIXES:
         raise BenchError(f"{path}: a task file must end in .json or .toml")
+    if path.exists() and not path.is_file():  # a FIFO, device or directory: never read it
+        raise BenchError(f"task file {path} is not a regular file; pass a .json or .toml file")
     if not path.is_file():
         raise BenchError(f"task file {path} not found; check the path (see `bench task validate`)")
     text = path.read_bytes()
@@ -129,6 +133,16 @@ def _integer(where: _Where, field: str, value: Any, *, minimum: int = 1) -> int:
     if value < minimum:
         raise where.error(field, f"must be >= {minimum}, got {value}", f"use {minimum} or more")
     return int(value)
+
+
+def _frames(where: _Where, value: Any) -> int:
+    """``time_limit_frames``: a whole number in [1, MAX_EPISODE_FRAMES] (issue 30)."""
+    frames = _integer(where, "time_limit_frames", value)
+    try:
+        return check_episode_frames(frames, what="the time limit")
+    except BenchError as exc:
+        raise where.error("time_limit_frames", str(exc).split("; ")[0],
+                          "lower it (YUBI uses 600)") from None
 
 
 def _vector(where: _Where, field: str, value: Any, count: int, *, positive: bool = False
@@ -278,6 +292,9 @@ def _axis(where: _Where, field: str, value: Any) -> tuple[float, ...]:
                               '"count": n} or a list of values')
         low, high = _vector(where, f"{field}.range", value["range"], 2)
         count = _integer(where, f"{field}.count", value["count"])
+        if count > MAX_TASK_GRID:  # before linspace allocates it (issue 30)
+            raise where.error(f"{field}.count", f"{count:,} values exceed the cap of "
+                              f"{MAX_TASK_GRID:,} starts of a whole grid", "use fewer values")
         if high < low:
             raise where.error(f"{field}.range", f"[{low:g}, {high:g}] is reversed",
                               "write [lo, hi]")
@@ -291,10 +308,8 @@ def _axis(where: _Where, field: str, value: Any) -> tuple[float, ...]:
     return values
 
 
-def parse_grid(where: _Where, value: Any):
-    """The ``grid`` block -> :class:`~bench.sim.tasks.InitGrid`."""
-    from bench.sim.tasks import InitGrid
-
+def parse_grid(where: _Where, value: Any) -> InitGrid:
+    """The ``grid`` block -> :class:`~bench.sim.task_spec.InitGrid`."""
     value = _mapping(where, "grid", value, {"x", "y", "yaw_deg", "count", "seed"})
     missing = sorted({"x", "y", "yaw_deg"} - set(value))
     if missing:
@@ -302,6 +317,10 @@ def parse_grid(where: _Where, value: Any):
     xs, ys = _axis(where, "grid.x", value["x"]), _axis(where, "grid.y", value["y"])
     yaws = _axis(where, "grid.yaw_deg", value["yaw_deg"])
     full = len(xs) * len(ys) * len(yaws)
+    if full > MAX_TASK_GRID:  # issue 30: every start is enumerated (task show, grid.csv)
+        raise where.error("grid", f"a grid of {full:,} starts ({len(xs):,} x {len(ys):,} x "
+                          f"{len(yaws):,}) exceeds the cap of {MAX_TASK_GRID:,}",
+                          "use fewer x, y or yaw_deg values")
     count = value.get("count")
     if count is not None:
         count = _integer(where, "grid.count", count)
@@ -344,79 +363,6 @@ def parse_success(where: _Where, value: Any) -> tuple[str, dict[str, Any]]:
     return rule, params
 
 
-def make_success(rule: str, params: Mapping[str, Any], actor: ObjectSpec,
-                 receptacle: ObjectSpec, *, target_world_xy: np.ndarray | None = None):
-    """The strict success predicate ``TaskState -> bool`` of a rule on these objects.
-
-    ``place_in`` picks the predicate by geometry: a flat receptacle (cylinder plate, box)
-    -> :func:`~bench.sim.success.placed_on`; an open box -> the tape / pen / key-point
-    rules; a mesh receptacle -> :func:`~bench.sim.success.in_receptacle`.
-    """
-    names = {"actor": actor.name, "receptacle": receptacle.name}
-    speed = {"max_speed": params["max_speed"]} if "max_speed" in params else {}
-    if rule == "pick_up":
-        return functools.partial(predicates.lifted, actor=actor.name,
-                                 rest_z=actor.resting_height(),
-                                 lift_dz=params.get("lift_dz", 0.06))
-    if rule == "push_to":
-        if target_world_xy is None:
-            raise ValueError("push_to needs the target in world coordinates (bind the table)")
-        return functools.partial(predicates.pushed_to, actor=actor.name,
-                                 target_xy=np.asarray(target_world_xy, np.float64),
-                                 tolerance=params.get("tolerance", 0.03), **speed)
-    a, r = actor.shape, receptacle.shape
-    if isinstance(r, OpenBox):
-        if isinstance(a, Cylinder):
-            return functools.partial(predicates.tape_in_box, tape=a, box=r, **names, **speed)
-        if isinstance(a, Pen):
-            return functools.partial(predicates.pen_in_box, pen=a, box=r, **names, **speed)
-        points = a.corners() if isinstance(a, Box) else a.points
-        return functools.partial(predicates.points_in_box, points=points, box=r, **names, **speed)
-    if isinstance(r, Cylinder) and isinstance(a, Cylinder):
-        tilt = {"max_tilt_deg": params["max_tilt_deg"]} if "max_tilt_deg" in params else {}
-        return functools.partial(predicates.cup_on_plate, cup=a, plate=r, **names, **speed,
-                                 **tilt)
-    if isinstance(r, Cylinder | Box):
-        radius = r.radius if isinstance(r, Cylinder) else min(r.size[:2]) / 2
-        tilt = {"max_tilt_deg": params["max_tilt_deg"]} if "max_tilt_deg" in params else {}
-        return functools.partial(predicates.placed_on, support_radius=float(radius),
-                                 actor_radius=actor.footprint_radius(), **names, **speed, **tilt)
-    geometry = place_in_geometry(actor, receptacle)
-    return functools.partial(
-        predicates.in_receptacle,
-        mouth_radius=params.get("mouth_radius", geometry["mouth_radius"]),
-        rim_height=params.get("rim_height", geometry["rim_height"]),
-        actor_bottom=actor.resting_height(),
-        below_rim=params.get("below_rim", geometry["below_rim"]), **names, **speed)
-
-
-PLATE_VIRTUAL_RIM = 0.01  # m above a flat receptacle's top: its "rim" for progress scoring
-
-
-def place_in_geometry(actor: ObjectSpec, receptacle: ObjectSpec) -> dict[str, float]:
-    """Default ``place_in`` progress geometry (mouth radius, rim height, depth below rim).
-
-    Open box: its rim and half the shorter inner side. Flat receptacle (plate, box): a
-    virtual rim 1 cm above its top, mouth = radius minus half the actor footprint. Mesh
-    receptacle: its top and 40 % of its shorter horizontal extent.
-    """
-    shape = receptacle.shape
-    if isinstance(shape, OpenBox):
-        return {"mouth_radius": min(shape.inner) / 2, "rim_height": shape.rim_height,
-                "below_rim": 0.01}
-    if isinstance(shape, Cylinder):
-        return {"mouth_radius": shape.radius - 0.5 * actor.footprint_radius(),
-                "rim_height": shape.height / 2 + PLATE_VIRTUAL_RIM, "below_rim": 0.005}
-    if isinstance(shape, Box):
-        return {"mouth_radius": min(shape.size[:2]) / 2 - 0.5 * actor.footprint_radius(),
-                "rim_height": shape.size[2] / 2 + PLATE_VIRTUAL_RIM, "below_rim": 0.005}
-    if isinstance(shape, Mesh):
-        return {"mouth_radius": 0.4 * float(min(shape.extent[:2])),
-                "rim_height": receptacle.top_height(), "below_rim": 0.01}
-    raise BenchError(f"receptacle {receptacle.name!r}: a {type(shape).__name__} cannot receive "
-                     "objects; use a cylinder, box, open_box or mesh")
-
-
 # --- the whole file -----------------------------------------------------------------------------
 
 
@@ -454,8 +400,8 @@ def bundle_task_files(bundle_root: Path) -> list[Path]:
     return files
 
 
-def load_task_file(path: str | Path, *, bundle_root: str | Path | None = None):
-    """Read and validate a task file into a :class:`~bench.sim.tasks.TaskSpec`.
+def load_task_file(path: str | Path, *, bundle_root: str | Path | None = None) -> TaskSpec:
+    """Read and validate a task file into a :class:`~bench.sim.task_spec.TaskSpec`.
 
     Args:
         path: The ``.json`` / ``.toml`` file.
@@ -465,8 +411,6 @@ def load_task_file(path: str | Path, *, bundle_root: str | Path | None = None):
     Raises:
         BenchError: One line naming the file, the field and the fix.
     """
-    from bench.sim.tasks import TaskSpec
-
     path = Path(path)
     data = read_task_data(path)
     where = _Where(str(path))
@@ -529,7 +473,7 @@ def load_task_file(path: str | Path, *, bundle_root: str | Path | None = None):
         grasp_height=_number(where, "grasp_height", data["grasp_height"], minimum=0.0),
         chunk_size=chunk_size,
         execute=execute,
-        max_frames=_integer(where, "time_limit_frames", data.get("time_limit_frames", 600)),
+        max_frames=_frames(where, data.get("time_limit_frames", 600)),
         home_yaw_deg=_number(where, "home.yaw_deg", home.get("yaw_deg", 0.0)),
         description=instruction,
         rule=rule,

@@ -19,9 +19,10 @@ from bench.errors import BenchError
 from bench.geometry import mat_to_quat, pose, top_down_mat, yaw_mat, yaw_quat
 from bench.sim.grasp import Grasp, GraspConfig, add_grasp_welds
 from bench.sim.objects import TABLE_GROUP, add_object
-from bench.sim.robot import HAND_BODY, LEFT_PAD, RIGHT_PAD, FloatingGripper, Robot
+from bench.sim.parallel_jaw import HAND_BODY, LEFT_PAD, RIGHT_PAD
+from bench.sim.robot import FloatingGripper, Robot
 from bench.sim.state import ObjectState, TaskState
-from bench.sim.tasks import TaskSpec
+from bench.sim.task_spec import TaskSpec
 
 TABLE_THICKNESS = 0.04  # m; only the top face matters
 FELL_THROUGH_DEPTH = 0.03  # m below the table top, inside the footprint -> fell through

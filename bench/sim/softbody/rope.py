@@ -35,8 +35,10 @@ from bench.geometry import (
 )
 from bench.sim.config import EnvConfig
 from bench.sim.env import ACTION_DIM, PROPRIO_DIM, check_table_registration, resolve_scene
+from bench.sim.env_render import EnvRendering
 from bench.sim.grasp import GraspConfig
-from bench.sim.robot import HAND_BODY, FloatingGripper
+from bench.sim.parallel_jaw import HAND_BODY
+from bench.sim.robot import FloatingGripper
 from bench.sim.softbody.coupling import GeomColliders, SoftGrasp, SoftGraspConfig
 from bench.sim.softbody.model import SpringMassConfig, SpringMassModel, neighbour_springs
 from bench.sim.softbody.task import ROPE_GRID, ROPE_TASK, RopeTask  # noqa: F401 - re-export
@@ -222,7 +224,7 @@ def rope_config(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvConfi
     return resolved
 
 
-class RopeEnv(gym.Env):
+class RopeEnv(EnvRendering, gym.Env):
     """``splatbench/Rope-v0``: route the rope through the clip (module doc for the contract)."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -297,18 +299,6 @@ class RopeEnv(gym.Env):
         truncated = bool(not terminated and self._frame >= self.max_frames)
         return self._observation(), float(self._progress), terminated, truncated, \
             self._info(executed)
-
-    def render(self):
-        """The exterior camera view [H, W, 3] uint8 (``render_mode="rgb_array"``), else None."""
-        if self.render_mode != "rgb_array":
-            return None
-        return self._get_renderer().render_exterior()
-
-    def close(self) -> None:
-        """Free the renderers."""
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
 
     # -- internals ------------------------------------------------------------------------------
     def _validate(self, action) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.sim.tasks import InitGrid
+from bench.sim.task_spec import InitGrid
 
 #: Rope centre (x, y) and yaw in the table frame; the same grid in every study condition,
 #: so condition ``i`` of a clean and of a damaged scene start from the same rope (paired).
@@ -35,7 +35,7 @@ class RopeTask:
         max_frames: Time limit in 10 Hz frames.
         grid: Initial rope (x, y, yaw) in the table frame.
         env_id: The Gymnasium id :func:`bench.sim.make_env` builds.
-        kind: "deformable" (rigid tasks are :class:`bench.sim.tasks.TaskSpec`).
+        kind: "deformable" (rigid tasks are :class:`bench.sim.task_spec.TaskSpec`).
     """
 
     name: str = "rope"

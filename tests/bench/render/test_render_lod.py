@@ -325,6 +325,7 @@ def test_native_cut_draws_the_reference_rows_and_pushes(room, scene):
     """warp_lod.frame_cut against visible_blocks + block_magnification + choose_rows +
     far_layer_bias (numpy): the same blocks and rows, bit-equal pushes."""
     from bench.render import warp_lod
+    from bench.render.lod_nodes import layer_codes
 
     splats = room if scene == "room" else panel_scene()
     index, h = C.spatial_index(splats), L.lod_hierarchy(splats)
@@ -334,7 +335,7 @@ def test_native_cut_draws_the_reference_rows_and_pushes(room, scene):
     eyes = [(0.3, 0.2, 1.2), (-0.4, 0.1, -0.8), (0.0, -1.5, 0.2)]  # both sides of the panel
     views = cams() + [Camera.pinhole_from_fov(48, 48, fov_x_deg=60.0,
                                               world_from_camera=look_from(e)) for e in eyes]
-    layered = L.layer_codes(h.merged_layer, h.merged_side, h.merged_covered) >= 0
+    layered = layer_codes(h.merged_layer, h.merged_side, h.merged_covered) >= 0
     m = len(h.order)
     pushed = culled = 0
     for cam in views:

@@ -7,7 +7,8 @@ from gymnasium.utils.env_checker import check_env
 
 import bench.sim
 from bench.errors import BenchError
-from bench.sim.tasks import TASKS, InitGrid
+from bench.sim.task_spec import InitGrid
+from bench.sim.tasks import TASKS
 
 # proprio / object-state boxes are unbounded by nature; the checker only warns about that
 pytestmark = pytest.mark.filterwarnings("ignore:.*Box observation space m.*:UserWarning")

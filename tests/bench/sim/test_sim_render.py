@@ -140,8 +140,8 @@ def test_public_wrist_camera_and_hand_eye(small_scene):
 
 
 def test_wrist_camera_model_fits_the_fov_circle():
+    from bench.sim.camera_rig import wrist_camera_model
     from bench.sim.config import EnvConfig
-    from bench.sim.observation import wrist_camera_model
 
     plain = wrist_camera_model(EnvConfig(image_size=(128, 96)))
     # equidistant: f = (96 / 2) / (100 deg in radians), as Camera.equidistant_fisheye
