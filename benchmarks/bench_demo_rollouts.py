@@ -47,7 +47,7 @@ def time_domain(spec, domain: str, bundle, trials: int, fisheye_mode: str = "cub
     import bench.policies.visual  # noqa: F401 - registers the visual policies
     from bench.policies import make_policy
     from bench.sim.rollout import run_episode
-    from bench.study.runner import init_index
+    from bench.study.plan import init_index
     from bench.study.world_domain import make_domain_env
 
     scene, task = spec.scene_names[0], spec.tasks[0]

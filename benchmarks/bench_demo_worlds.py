@@ -43,9 +43,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--queries", type=int, default=5)
     args = parser.parse_args()
-    from bench.demo.real import make_real_env
     from bench.scene.sample import make_sample_scene
     from bench.sim.env import SplatBenchEnv
+    from bench.worlds.real import make_real_env
 
     size = (args.size, args.size)
     scene = make_sample_scene(seed=0, n_gaussians=20000)

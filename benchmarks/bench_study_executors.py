@@ -28,10 +28,11 @@ YUBI_ROLLOUTS = 14_800
 
 def _time_rollouts(spec, base: Path, work: Path, config) -> tuple[float, float, int, list]:
     """(seconds in run_rollouts, steady-state rollouts/s after the first commit, ran, rows)."""
-    import bench.study.runner as runner
-    from bench.study.runner import open_output, prepare_conditions, run_rollouts
+    import bench.study.rollouts as rollouts
+    from bench.study.rollouts import run_rollouts
+    from bench.study.runner import open_output, prepare_conditions
 
-    commit, stamps = runner.commit_outcome, []
+    commit, stamps = rollouts.commit_outcome, []
 
     def timed_commit(*args):  # a timestamp per stored row: start-up vs steady state
         stored = commit(*args)
@@ -49,13 +50,13 @@ def _time_rollouts(spec, base: Path, work: Path, config) -> tuple[float, float, 
     store = open_output(spec, work, resume=True, overwrite=False)
     try:
         bundles = prepare_conditions(spec, work, store, progress=False)
-        runner.commit_outcome = timed_commit
+        rollouts.commit_outcome = timed_commit
         start = time.perf_counter()
         ran = run_rollouts(spec, store, bundles, progress=False, out=work, executor=config)
         seconds = time.perf_counter() - start
         rows = store.rollouts()
     finally:
-        runner.commit_outcome = commit
+        rollouts.commit_outcome = commit
         store.close()
     steady = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
     return seconds, steady, ran, rows

@@ -23,7 +23,7 @@ from bench.scene.bundle import BACKGROUND_FILE, SCENE_FILE, SceneBundle, write_s
 from bench.scene.gaussians import GaussianSplats
 from bench.scene.transforms import rotate_sh_rest, transform_splats
 from perturbations.base import EditStats
-from perturbations.registry import PERTURBATIONS, make_params, tool_id
+from perturbations.registry import ResolvedEdit, resolve_edit
 
 SIMILARITY_ARRAYS = ("means", "quats", "log_scales", "sh_rest")  # arrays the similarity changes
 
@@ -52,6 +52,23 @@ class PerturbResult:
     seed: int
     source_root: Path | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, edit: ResolvedEdit, bundle: SceneBundle, stats: EditStats, *, seed: int,
+           source_root: Path | None) -> PerturbResult:
+        """The result of ``edit`` (parameters, tool id, entry, overrides) on a scene."""
+        return cls(bundle=bundle, stats=stats, params=edit.params, tool=edit.tool,
+                   name=edit.name, seed=seed, source_root=source_root,
+                   overrides=dict(edit.overrides))
+
+
+def _resolved(name: str | ResolvedEdit, overrides: dict[str, Any]) -> ResolvedEdit:
+    """``name`` resolved with ``overrides`` (an edit resolved before takes none)."""
+    if isinstance(name, ResolvedEdit):
+        if overrides:
+            raise TypeError("pass parameter overrides to resolve_edit, not with a resolved edit")
+        return name
+    return resolve_edit(name, **overrides)
 
 
 def _rows_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # [N, ...] x [N, ...] -> [N]
@@ -96,30 +113,30 @@ def to_splat_frame(edited: GaussianSplats, source_index: np.ndarray, world_in: G
     return edited.replace(**arrays)
 
 
-def apply_perturbation(bundle: SceneBundle, name: str, *, seed: int = 0,
+def apply_perturbation(bundle: SceneBundle, name: str | ResolvedEdit, *, seed: int = 0,
                        **overrides: Any) -> PerturbResult:
     """Apply registry entry ``name`` (editor or preset) to a bundle.
 
     Args:
         bundle: The input scene (needs a table spec).
-        name: ``hole``, ``floaters``, ``warp`` or a preset such as ``hole-54``.
+        name: ``hole``, ``floaters``, ``warp`` or a preset such as ``hole-54``; or an
+            edit resolved by :func:`perturbations.registry.resolve_edit`.
         seed: Seed of the ``numpy.random.Generator`` handed to the editor.
         **overrides: Parameter values replacing the preset's.
 
     Returns:
         The edited bundle, statistics, resolved parameters and tool id.
     """
-    editor = PERTURBATIONS.get(name)
-    params = make_params(name, **overrides)
+    edit = _resolved(name, overrides)
     table = bundle.require_table()
     rng = np.random.default_rng(seed)
     world_in = bundle.background
-    edited, stats = editor(world_in, params, rng, table=table, keepouts=bundle.keepouts)
+    edited, stats = edit.editor(world_in, edit.params, rng, table=table,
+                                keepouts=bundle.keepouts)
     splat = to_splat_frame(edited, stats.source_index, world_in, bundle.splat_background(),
                            bundle.similarity, changed=stats.changed)
-    return PerturbResult(bundle=bundle.with_background(edited, splat=splat), stats=stats,
-                         params=params, tool=tool_id(name), name=name, seed=seed,
-                         source_root=bundle.root, overrides=dict(overrides))
+    return PerturbResult.of(edit, bundle.with_background(edited, splat=splat), stats,
+                            seed=seed, source_root=bundle.root)
 
 
 def perturb_manifest(result: PerturbResult, outputs: dict[str, Path]) -> dict[str, Any]:
@@ -159,7 +176,7 @@ def save_perturbed(result: PerturbResult, out: str | os.PathLike, *,
     return out
 
 
-def perturb_scene(path: str | os.PathLike, name: str, *, seed: int = 0,
+def perturb_scene(path: str | os.PathLike, name: str | ResolvedEdit, *, seed: int = 0,
                   drop_nonfinite: bool = False, **overrides: Any) -> PerturbResult:
     """``apply_perturbation(load_scene(path), name, ...)`` with about half the peak memory.
 
@@ -175,7 +192,8 @@ def perturb_scene(path: str | os.PathLike, name: str, *, seed: int = 0,
 
     Args:
         path: Scene bundle directory (or its ``scene.json``).
-        name: Registry entry (editor or preset).
+        name: Registry entry (editor or preset), or an edit resolved by
+            :func:`perturbations.registry.resolve_edit` (then no ``overrides``).
         seed: Seed of the editor's Generator.
         drop_nonfinite: Drop NaN/Inf Gaussians on load instead of raising.
         **overrides: Parameter values replacing the preset's.
@@ -187,11 +205,10 @@ def perturb_scene(path: str | os.PathLike, name: str, *, seed: int = 0,
         read_scene_spec,
     )
 
-    entry = PERTURBATIONS.entry(name)
-    if not entry.meta.get("copies_sh_rest"):
+    edit = _resolved(name, overrides)
+    if not edit.copies_sh_rest:
         bundle = load_scene(path, drop_nonfinite=drop_nonfinite)
-        return apply_perturbation(bundle, name, seed=seed, **overrides)
-    params = make_params(name, **overrides)
+        return apply_perturbation(bundle, edit, seed=seed)
     spec, background_path = read_scene_spec(path)
     splat_in, dropped = read_background(background_path, drop_nonfinite=drop_nonfinite)
     similarity = spec.similarity
@@ -199,26 +216,23 @@ def perturb_scene(path: str | os.PathLike, name: str, *, seed: int = 0,
     world_in = transform_splats(splat_in, similarity, rotate_sh=False)
     check_table_in_bounds(spec.replace(background=world_in))  # reads the means only
     table = spec.require_table()
-    edited, stats = entry.obj(world_in, params, np.random.default_rng(seed), table=table,
-                              keepouts=spec.keepouts)
+    edited, stats = edit.editor(world_in, edit.params, np.random.default_rng(seed), table=table,
+                                keepouts=spec.keepouts)
     if similarity.is_identity():  # world_in is splat_in: nothing to map
-        bundle = spec.replace(dropped_nonfinite=dropped).with_background(edited, splat=edited)
-        return PerturbResult(bundle=bundle, stats=stats,
-                             params=params, tool=tool_id(name), name=name, seed=seed,
-                             source_root=spec.root, overrides=dict(overrides))
-    new = np.flatnonzero(stats.source_index < 0)
-    new_world_sh = edited.sh_rest[new].copy()  # the editor's own (world-frame) new rows
-    splat = _splat_rows(edited, stats, world_in, splat_in, similarity)
-    del world_in, splat_in  # the input is not needed any more
-    if np.array_equal(similarity.rotation, np.eye(3)):
-        world_sh = splat.sh_rest  # no rotation: both frames hold the same SH
-    else:  # the edited background in the world frame: rotate the stored rows
-        world_sh = rotate_sh_rest(splat.sh_rest, similarity.rotation)
-        world_sh[new] = new_world_sh
-    world = edited.replace(sh_rest=world_sh)
+        world = splat = edited
+    else:
+        new = np.flatnonzero(stats.source_index < 0)
+        new_world_sh = edited.sh_rest[new].copy()  # the editor's own (world-frame) new rows
+        splat = _splat_rows(edited, stats, world_in, splat_in, similarity)
+        del world_in, splat_in  # the input is not needed any more
+        if np.array_equal(similarity.rotation, np.eye(3)):
+            world_sh = splat.sh_rest  # no rotation: both frames hold the same SH
+        else:  # the edited background in the world frame: rotate the stored rows
+            world_sh = rotate_sh_rest(splat.sh_rest, similarity.rotation)
+            world_sh[new] = new_world_sh
+        world = edited.replace(sh_rest=world_sh)
     bundle = spec.replace(dropped_nonfinite=dropped).with_background(world, splat=splat)
-    return PerturbResult(bundle=bundle, stats=stats, params=params, tool=tool_id(name),
-                         name=name, seed=seed, source_root=spec.root, overrides=dict(overrides))
+    return PerturbResult.of(edit, bundle, stats, seed=seed, source_root=spec.root)
 
 
 def _splat_rows(edited: GaussianSplats, stats: EditStats, world_in: GaussianSplats,

@@ -36,6 +36,9 @@ from perturbations.base import (
 VERSION = 1
 BANDS = {"low": (0.05, 0.15), "mid": (0.15, 0.25), "high": (0.25, 0.35)}  # metres above the table
 MAX_TRIES_PER_CLUSTER = 1000
+#: ``bench perturb --band``'s help: the named bands.
+BANDS_HELP = "height band above the table: " + ", ".join(
+    f"{name} {low:g}-{high:g} m" for name, (low, high) in BANDS.items())
 
 
 #: Most floater Gaussians one edit adds (clusters x per cluster): 10 M x 248 B = 2.5 GB.
@@ -64,7 +67,9 @@ class FloaterParams:
 
     band: tuple[float, float] = field(default=BANDS["low"], metadata={
         "help": "custom height band of cluster centres above the table", "unit": "metres",
-        "metavar": ("LOW", "HIGH")})
+        "metavar": ("LOW", "HIGH"),
+        # a second flag, --band low|mid|high, picks one of the named bands
+        "named_flag": "band", "named_values": BANDS, "named_help": BANDS_HELP})
     num_clusters: int = field(default=8, metadata={"help": "number of clusters"})
     per_cluster: int = field(default=4, metadata={"help": "Gaussians per cluster"})
     clearance: float = field(default=0.01, metadata={

@@ -9,3 +9,9 @@ Modules:
     yubi, yubi_report, figures, tablefmt: regeneration of the YUBI-Real2Sim tables and figures.
     cli: ``bench tables``, ``bench reliability``, ``bench stats``.
 """
+
+from pathlib import Path
+
+#: The YUBI-Real2Sim public data shipped with the bench (``bench tables yubi``, the demo's check).
+DEFAULT_YUBI_DATA = Path(__file__).resolve().parents[1] / "results" / "yubi" / "data"
+

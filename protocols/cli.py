@@ -6,7 +6,7 @@ import argparse
 import csv
 from pathlib import Path
 
-DEFAULT_YUBI_DATA = Path(__file__).resolve().parents[1] / "results" / "yubi" / "data"
+from protocols import DEFAULT_YUBI_DATA
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -2,20 +2,29 @@
 
 The reliability classifier predicts "unreliable" when an *oriented* score
 (higher is better) falls below a threshold, so every metric's direction must be
-known without importing torch. The metrics registry reads this table too, so the
-two can never disagree.
+known without importing torch. Directions are declared where a metric is
+registered (:func:`metrics.registry.register_scorer`'s ``lower_better``, plugins
+included; :func:`metrics.registry.register_direction` for metrics the bench only
+reads, such as CrossScore); this module reads that table, so the two can never
+disagree. :mod:`metrics.registry` imports numpy only (scorers load torch when built).
 """
 
 from __future__ import annotations
 
-# name -> True when a lower value means better quality
-LOWER_BETTER: dict[str, bool] = {
-    "psnr": False,
-    "ssim": False,
-    "lpips": True,
-    "nvs-sqa": False,
-    "crossscore": False,
-}
+from typing import Any
+
+
+def lower_better_table() -> dict[str, bool]:
+    """Lower-case metric name -> True when a lower value means better quality."""
+    from metrics.registry import directions
+
+    return directions()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LOWER_BETTER":  # the table, read when asked for (plugins may add to it)
+        return lower_better_table()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_lower_better(metric: str) -> bool:
@@ -24,14 +33,15 @@ def is_lower_better(metric: str) -> bool:
     Raises:
         ValueError: if the metric is unknown; pass the direction explicitly instead.
     """
+    table = lower_better_table()
     key = metric.strip().lower()
-    if key in LOWER_BETTER:
-        return LOWER_BETTER[key]
+    if key in table:
+        return table[key]
     head = key.split()[0] if key else key
-    if head in LOWER_BETTER:
-        return LOWER_BETTER[head]
+    if head in table:
+        return table[head]
     raise ValueError(
-        f"unknown direction for metric {metric!r}; known: {', '.join(sorted(LOWER_BETTER))}. "
+        f"unknown direction for metric {metric!r}; known: {', '.join(sorted(table))}. "
         "Pass lower_better=True/False explicitly."
     )
 

@@ -14,7 +14,7 @@ once per condition (:data:`DEMO_CONDITIONS`):
 All four train from the same poses, dense seed points, seed and settings
 (:class:`BuildConfig`). The poses are the renderer's, in the world frame, so each
 bundle is registered to its world by construction; :func:`bench.recon.train.registered_bundle`
-takes the ground-truth scene (:func:`bench.demo.real.ground_truth_scene`: the world's table
+takes the ground-truth scene (:func:`bench.worlds.real.ground_truth_scene`: the world's table
 spec, identity ``world_from_splat``) as the reference, so the task grid and robot apply.
 
 Output layout under ``out`` (the shipped assets, :data:`ASSETS`, are the first two)::
@@ -202,11 +202,11 @@ def build_capture(world: str, out: Path, config: BuildConfig, *, progress: bool 
 def build_condition(world: str, condition: str, out: Path, config: BuildConfig, *,
                     progress: bool = True) -> Path:
     """Train the background of ``world`` under ``condition`` into ``out/scenes``; cached."""
-    from bench.demo.real import ground_truth_scene
     from bench.provenance import atomic_write_json, make_manifest, sha256_file, staged_output_dir
     from bench.recon.capture import CaptureManifest
     from bench.recon.train import config_dict, load_seed, registered_bundle, train
     from bench.scene.bundle import write_scene_files
+    from bench.worlds.real import ground_truth_scene
     from perturbations.coverage import make_plan
 
     capture_path = build_capture(world, out, config, progress=progress)
@@ -270,6 +270,9 @@ def build_condition(world: str, condition: str, out: Path, config: BuildConfig, 
             seed=train_config.seed, inputs=inputs, outputs=outputs,
             counts={"frames": len(plan.frames), "kept": len(plan.kept),
                     "train_views": len(result.train_view_ids), "gaussians": len(result.splats)},
+            # the registration text names the function by its module path when the shipped
+            # bundles were built (now bench.worlds.real.ground_truth_scene); kept byte-identical
+            # so a rebuild writes the shipped manifests' bytes
             extra={"inputs_sha256": key, "trainer_version": version,
                    "registration": "renderer poses are world-frame: world_from_splat = identity, "
                    "table = the world's table spec (bench.demo.real.ground_truth_scene)"}))
@@ -323,15 +326,15 @@ def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup", 
     """Mean PSNR (dB) of the "real" wrist views against the reconstruction's, same states.
 
     For each initial condition the task is reset in the ground-truth env
-    (:func:`bench.demo.real.make_real_env`: MuJoCo room, sensor model) and in the simulated
+    (:func:`bench.worlds.real.make_real_env`: MuJoCo room, sensor model) and in the simulated
     env on the reconstructed background (same tilted ``yubi-dual`` rig, Gaussians
     composited behind the MuJoCo robot and objects); both fisheyes are compared inside their
     image circle.
     """
     import numpy as np
 
-    from bench.demo.real import demo_rig, make_real_env
     from bench.sim.env import SplatBenchEnv
+    from bench.worlds.real import demo_rig, make_real_env
     from metrics.psnr import psnr
 
     real = make_real_env(world, task, image_size=(size, size))

@@ -1,13 +1,13 @@
 """Simulated handheld capture of a ground-truth world, run through the bench's own pipeline.
 
-What a lab does with a real room, here done in a MuJoCo room of :mod:`bench.demo.worlds`:
+What a lab does with a real room, here done in a MuJoCo room of :mod:`bench.worlds.rooms`:
 
 1. **Video.** A person walks once around the table holding a **single-lens 200-degree
    fisheye** (equidistant, 256 px) pointed at the table: a seeded closed path
    (:func:`walk_path`) whose distance from the table edge and eye height vary smoothly
    (sums of low-frequency sinusoids with seeded phases), the aim wanders around the
    table centre, and every frame carries a small hand-shake rotation. Frames are
-   rendered by :class:`~bench.demo.worlds.GroundTruthRenderer` (MuJoCo, shadows on),
+   rendered by :class:`~bench.worlds.rooms.GroundTruthRenderer` (MuJoCo, shadows on),
    blurred by a linear **motion-blur** kernel whose length is the hand's angular speed
    during the shutter time (drawn per frame from a gamma distribution, so some frames
    are sharp and some smeared) and passed through the world's **sensor model** (noise,
@@ -269,7 +269,7 @@ def record_video(renderer: Any, world: Any, config: CaptureConfig, folder: Path,
     """Render the handheld video as PNG frames; returns (paths, poses [M, 4, 4])."""
     from tqdm import tqdm
 
-    from bench.demo.sensor import apply_sensor
+    from bench.worlds.sensor import apply_sensor
 
     path = walk_path(world, config)
     length, angle = blur_lengths(world, config)
@@ -348,11 +348,11 @@ def simulate_capture(world: Any, out: str | os.PathLike, *,
     Returns:
         The path of ``capture.json``.
     """
-    from bench.demo.sensor import apply_sensor
-    from bench.demo.worlds import GroundTruthRenderer, get_world
     from bench.provenance import atomic_write_json, make_manifest
     from bench.recon.capture import CaptureManifest, View, select_from_images
     from bench.recon.reproject import reproject_capture
+    from bench.worlds.rooms import GroundTruthRenderer, get_world
+    from bench.worlds.sensor import apply_sensor
 
     world = get_world(world)
     config.validate()

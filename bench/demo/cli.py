@@ -185,7 +185,7 @@ def run_train_policies(args: argparse.Namespace) -> int:
     bad = sorted(set(tasks) - {"cup", "tape", "pen"})
     if not tasks or bad:
         raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
-    from bench.demo.bc import ALL_RECIPES
+    from bench.policies.bc_recipes import ALL_RECIPES
 
     policies = ALL_RECIPES if args.policies is None else tuple(
         n.strip() for n in args.policies.split(",") if n.strip())
@@ -206,7 +206,9 @@ def run_train_policies(args: argparse.Namespace) -> int:
             import shutil
 
             shutil.rmtree(out)
-    from bench.demo.bc import TrainPoliciesConfig, train_policies, write_evaluation
+    from bench.demo.bc_training import TrainPoliciesConfig
+    from bench.demo.evaluation import write_evaluation
+    from bench.demo.train_policies import train_policies
 
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_bytes(marker_json())

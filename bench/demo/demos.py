@@ -1,8 +1,8 @@
 """Demonstrations for the learned policies, recorded in the ground-truth ("real") worlds.
 
 The scripted expert (:class:`bench.policies.expert.ScriptedExpert`, privileged) drives
-each episode in a ground-truth world (:mod:`bench.demo.worlds`) through the real-domain
-env (:data:`bench.demo.real.REAL_DOMAIN`: the tilted ``yubi-dual`` fisheyes, the sensor
+each episode in a ground-truth world (:mod:`bench.worlds.rooms`) through the real-domain
+env (:data:`bench.worlds.real.REAL_DOMAIN`: the tilted ``yubi-dual`` fisheyes, the sensor
 model). At every query the recorder stores what a learned policy may see - both wrist
 images and the proprioception - and the expert's clean action chunk as the label. The
 chunk that is *executed* is the label plus seeded Gaussian noise on every translation and
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.demo.real import REAL_DOMAIN, RealDomainConfig
+from bench.worlds.real import REAL_DOMAIN, RealDomainConfig
 
 WORLD_IDS = ("gt-duo", "gt-flat", "gt-g2")
 IMAGE_KEYS = ("wrist_left_rgb", "wrist_right_rgb")

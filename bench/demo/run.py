@@ -160,10 +160,10 @@ def learned_policies() -> dict[str, Any]:
     """The two learned policies per task and the real domain's settings (StudySpec fields).
 
     ``bench.policies.learned.DEMO_POLICIES`` on the ``yubi-dual`` rig with the settings
-    of ``bench.demo.real.REAL_DOMAIN`` (the ones the policies were trained with).
+    of ``bench.worlds.real.REAL_DOMAIN`` (the ones the policies were trained with).
     """
-    from bench.demo.real import REAL_DOMAIN
     from bench.policies.learned import DEMO_POLICIES
+    from bench.worlds.real import REAL_DOMAIN
 
     return {"policies": {t: tuple(DEMO_POLICIES[t]) for t in TASKS},
             "real_world": {"cameras": "yubi-dual", "tilt_deg": REAL_DOMAIN.tilt_deg,
@@ -273,7 +273,7 @@ def measure_rollout_costs(spec: Any) -> dict[tuple[str, str, str], float]:
     import bench.policies.visual  # noqa: F401 - registers the visual policies
     from bench.policies import make_policy
     from bench.sim.rollout import run_episode
-    from bench.study.runner import init_index
+    from bench.study.plan import init_index
     from bench.study.world_domain import make_domain_env
 
     scene = spec.scene_names[0]
@@ -303,7 +303,7 @@ def estimate_demo(config: DemoConfig, *, report: bool = False) -> dict[str, Any]
     the workers (2 workers on 2 cores scale ~1.8x, measured in docs/executors.md, so this
     is optimistic by ~10 %); bundles, quality scoring and the YUBI stage are not included.
     """
-    from bench.study.runner import rollout_plan
+    from bench.study.plan import rollout_plan
 
     spec = config.study_spec()
     profile = config.resolved_profile()
@@ -377,7 +377,7 @@ def _shown_path(path: Path, root: Path) -> str:
 
 def stage_yubi(ctx: DemoContext) -> None:
     """Regenerate the YUBI-Real2Sim tables and figures from the shipped public data."""
-    from protocols.cli import DEFAULT_YUBI_DATA
+    from protocols import DEFAULT_YUBI_DATA
     from protocols.yubi import load_yubi
     from protocols.yubi_report import regenerate
 

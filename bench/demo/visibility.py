@@ -6,7 +6,7 @@ Measured on the demo's own simulated domain. The settings come from a demo profi
 scenes (the shipped reconstructions of the ground-truth worlds ``gt-duo``,
 ``gt-flat``, ``gt-g2``), the artifact presets, the editors' seed, image size, time
 limit, render backend, fisheye mode and the tilted ``yubi-dual`` rig, and the env is
-the one the study's workers build (:func:`bench.study.executors.make_study_env`,
+the one the study's workers build (:func:`bench.study.work_unit.make_study_env`,
 simulated domain). Each preset's background is made as the study makes it
 (``apply_perturbation(clean, preset, seed=spec.seed)``, written with
 ``save_perturbed`` and loaded back, as the workers load it).
@@ -250,11 +250,11 @@ def _scene_bundles(config: VisibilityConfig, spec: Any, scene: str, tmp: Path
 def _measure_cell(config: VisibilityConfig, spec: Any, cell: CellCounts, clean: Any,
                   perturbed: dict[str, Any], bar: Any) -> None:
     """Fill ``cell`` from ``config.conditions`` expert rollouts of its (scene, task)."""
-    from bench.demo.real import tilt_rig
     from bench.policies.base import make_policy
     from bench.sim.observation import ObservationRenderer
-    from bench.study.executors import make_study_env
-    from bench.study.runner import init_index
+    from bench.study.plan import init_index
+    from bench.study.work_unit import make_study_env
+    from bench.worlds.real import tilt_rig
 
     env = make_study_env(spec, scene=cell.scene, task=cell.task, domain="sim", bundle=clean,
                          obs_mode="state")  # the expert needs no images; rendered below

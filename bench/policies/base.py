@@ -90,7 +90,9 @@ class Policy(Protocol):
         """Return the next action chunk float32 ``[T, 7]``."""
 
 
-POLICIES: Registry = Registry("policy")
+#: Built-in policies, then those of installed plugins (entry-point group ``splatbench.policies``,
+#: docs/extending.md): ``POLICIES.register(name, factory, privileged=..., description=...)``.
+POLICIES: Registry = Registry("policy", group="splatbench.policies")
 
 
 def is_privileged(name: str) -> bool:
@@ -127,7 +129,7 @@ def make_policy(name: str, env: Any, *, seed: int = 0, **kwargs: Any) -> Policy:
     """
     unwrapped = env.unwrapped if hasattr(env, "unwrapped") else env
     if ":" in name:
-        from bench.policies.entry import build_entry_point
+        from bench.policies.factory import build_entry_point
 
         return build_entry_point(name, unwrapped, seed=seed, kwargs=kwargs)
     factory = POLICIES.get(name)

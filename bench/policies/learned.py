@@ -1,7 +1,8 @@
 """Learned policies: behaviour-cloned CNNs that see only the wrist images and proprio.
 
-Each registered name is one training recipe (:mod:`bench.demo.bc`) with shipped weights
-per task under ``bench/demo/assets/policies/<name>/<task>/`` (``model.safetensors``,
+Each registered name is one training recipe (:mod:`bench.policies.bc_recipes`; the network
+and its inference are :mod:`bench.policies.bc_network`) with shipped weights per task
+under ``bench/demo/assets/policies/<name>/<task>/`` (``model.safetensors``,
 ``config.json``, ``manifest.json``; rebuilt by ``bench demo train-policies``). At a query
 the policy reads ``obs["images"]["wrist_left"]``, ``obs["images"]["wrist_right"]`` (any
 size: resized to the network's own input size) and ``obs["proprio"]``; it never reads
@@ -24,13 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from bench.demo.bc import ALL_RECIPES, RECIPE_TASKS  # numpy-only at import (torch is lazy)
 from bench.policies.base import POLICIES
+from bench.policies.bc_recipes import ALL_RECIPES, RECIPE_TASKS  # numpy-only (torch is lazy)
 
+#: The shipped weights: data of the demo's asset folder (a path, not an import of bench.demo).
 ASSETS = Path(__file__).resolve().parents[1] / "demo" / "assets" / "policies"
-#: One registry entry per training recipe of bench.demo.bc (one source for both).
+#: One registry entry per training recipe of bench.policies.bc_recipes (one source for both).
 LEARNED_POLICIES = ALL_RECIPES
-#: Tasks with shipped weights per recipe (bench.demo.bc.RECIPE_TASKS; default all three).
+#: Tasks with shipped weights per recipe (bc_recipes.RECIPE_TASKS; default all three).
 LEARNED_TASKS = RECIPE_TASKS
 #: Deployment variants: registry name -> (weights of a trained recipe, chunk rows per query).
 #: ``bc-large-exec16`` is ``bc-large`` executing all 16 rows of a Cup chunk open loop instead
@@ -57,7 +59,7 @@ def policy_dir(name: str, task: str, *, root: Path | None = None) -> Path:
 
 
 class LearnedPolicy:
-    """A trained :class:`bench.demo.bc.BCNet` behind the policy interface.
+    """A trained :class:`bench.policies.bc_network.BCNet` behind the policy interface.
 
     Args:
         env: The (unwrapped) env: gives the task (weights are per task).
@@ -76,8 +78,8 @@ class LearnedPolicy:
     def __init__(self, env: Any, *, seed: int = 0, name: str = "bc-large",
                  root: str | Path | None = None, rows: int | None = EXECUTED_ROWS,
                  weights: str | None = None) -> None:
-        from bench.demo.bc import load_network
         from bench.errors import BenchError
+        from bench.policies.bc_network import load_network
 
         task = str(getattr(getattr(env, "task", None), "name", env))
         directory = policy_dir(weights or name, task, root=Path(root) if root else None)
@@ -97,8 +99,8 @@ class LearnedPolicy:
 
     def act(self, obs: Any, info: Any) -> np.ndarray:  # -> float32 [horizon, 7]
         """The next chunk from the wrist images and proprio only (``info`` is ignored)."""
-        from bench.demo.bc import predict_chunk
         from bench.policies.base import PolicyError
+        from bench.policies.bc_network import predict_chunk
 
         images = obs.get("images", {})
         missing = [key for key in OBSERVATION_KEYS if key not in images]

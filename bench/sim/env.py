@@ -142,7 +142,7 @@ class SplatBenchEnv(EnvRendering, gym.Env):
             ``config.robot``, the floating gripper unless set).
         world_decorator: Optional ``f(spec)`` handed to :class:`~bench.sim.world.World` as
             ``decorate``: visual-only scenery added to the MuJoCo model (the ground-truth
-            rooms of :mod:`bench.demo.worlds` use it with ``background="none"``).
+            rooms of :mod:`bench.worlds.rooms` use it with ``background="none"``).
         **overrides: Any :class:`EnvConfig` field, e.g. ``obs_mode="state"``.
     """
 

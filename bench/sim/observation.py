@@ -283,7 +283,7 @@ class ObservationRenderer:
         pin_w = max([2 * c.width + 8 for c in pinholes], default=0)
         if config.shadows:  # deployment fidelity (issue 13): shadow map before the GL context
             # a model that already sets a shadow map / shadow casters keeps them (the demo's
-            # ground-truth rooms, bench.demo.worlds); otherwise 2048 px and every light casts
+            # ground-truth rooms, bench.worlds.rooms); otherwise 2048 px and every light casts
             if world.model.vis.quality.shadowsize == 0:
                 world.model.vis.quality.shadowsize = 2048
             if not world.model.light_castshadow.any():

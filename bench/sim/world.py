@@ -106,7 +106,7 @@ class World:
         physics_dt: Physics time step, seconds.
         decorate: Optional ``f(spec)`` called on the ``MjSpec`` after the task and robot are
             added, before compiling: adds scenery (e.g. a ground-truth room of
-            :mod:`bench.demo.worlds`). It must add visual-only geoms (contype = conaffinity = 0)
+            :mod:`bench.worlds.rooms`). It must add visual-only geoms (contype = conaffinity = 0)
             so the physics is unchanged.
     """
 

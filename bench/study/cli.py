@@ -61,12 +61,12 @@ def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bench.errors import BenchError
-    from bench.study.executors import config_from_args, executor_from_spec_file
+    from bench.study.executors import config_from_args
     from bench.study.runner import run_study
-    from bench.study.spec import load_spec
+    from bench.study.spec_file import load_spec
 
-    spec = load_spec(args.spec)
-    executor = config_from_args(args, executor_from_spec_file(args.spec))
+    spec, executor = load_spec(args.spec)  # the file read once: the study and its executor
+    executor = config_from_args(args, executor)
     if args.trials is not None:
         if args.trials < 1:
             raise BenchError(f"--trials must be >= 1, got {args.trials}")
@@ -74,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.include_clean:
         spec = spec.replace(include_clean=True)
     if args.dry_run:
-        from bench.study.plan import make_plan
+        from bench.study.dry_run import make_plan
         from bench.study.preflight import check_study
 
         spec.validate_registries()

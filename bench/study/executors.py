@@ -3,13 +3,15 @@
 Every executor runs the same unit of work, :func:`run_chunk` - a few rollouts of one
 (scene, condition, task, domain) - and hands each rollout's :class:`RolloutOutcome`
 back to the driver. The driver alone writes the results store
-(:func:`bench.study.runner.commit_outcome`): a row is committed as soon as it
+(:func:`bench.study.rollouts.commit_outcome`): a row is committed as soon as it
 arrives, so resume, idempotence and "0 lost / 0 duplicated" hold whatever runs the
 rollouts, and the rows are the same bytes whichever executor ran them (a rollout
 depends only on its bundle, task, policy and initial condition: ``env.reset`` and
 ``policy.reset`` are seeded per episode).
 
-Entries of :data:`EXECUTORS` (metadata: ``parallel``, ``needs``):
+Entries of :data:`EXECUTORS` (:func:`register_executor`; metadata ``parallel``, ``needs``,
+``options``, ``check``, ``preflight``: each executor's own config checks; plugins from the
+``splatbench.executors`` entry-point group, docs/extending.md):
 
 * ``serial`` - in the driver's process, chunk by chunk (the default).
 * ``process`` - a local pool (``concurrent.futures`` with the ``spawn`` context;
@@ -33,18 +35,55 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench.errors import BenchError
 from bench.registry import Registry
+from bench.study.work_unit import (  # the unit every executor runs (plugins use these)
+    RolloutChunk,
+    RolloutOutcome,
+    WorkerState,
+    run_chunk,
+)
 
-if TYPE_CHECKING:
-    import numpy as np
+EXECUTORS: Registry[Callable[..., Any]] = Registry("executor", group="splatbench.executors")
 
-EXECUTORS: Registry[Callable[..., Any]] = Registry("executor")
+#: :class:`ExecutorConfig` fields only some executors read (``address``: Ray's); an executor
+#: lists those it reads in its ``options``, and a set one is refused for the others.
+EXECUTOR_OPTIONS = ("address",)
+
+
+def register_executor(name: str, run: Callable[..., Any] | None = None, *, parallel: bool,
+                      description: str, needs: str | None = None,
+                      options: tuple[str, ...] = (),
+                      check: Callable[[ExecutorConfig], None] | None = None,
+                      preflight: Callable[[ExecutorConfig], None] | None = None) -> Any:
+    """Register an executor; a decorator when ``run`` is None.
+
+    Args:
+        name: ``--executor`` / spec ``executor.kind`` value.
+        run: ``run(spec, chunks, driver, config)``: run every :class:`RolloutChunk` through
+            :func:`run_chunk` and hand the events to ``driver`` (:class:`Driver`).
+        parallel: Whether it runs chunks at once (then chunks are ``config.chunk_size``
+            rollouts; else one chunk per (scene, condition, task, domain)).
+        description: One line for listings.
+        needs: The optional package it needs (``"ray"``), for listings.
+        options: The :data:`EXECUTOR_OPTIONS` it reads (``("address",)``).
+        check: ``check(config)`` raising :class:`BenchError` for a config this executor
+            cannot run (called when the config is made, after the common checks).
+        preflight: ``preflight(config)``: refusals that may take time or touch the network
+            (an installed package, a reachable cluster), run by :func:`check_executor`
+            before the study writes anything.
+    """
+    unknown = sorted(set(options) - set(EXECUTOR_OPTIONS))
+    if unknown:
+        raise ValueError(f"executor {name!r}: unknown options {unknown}; known: "
+                         f"{list(EXECUTOR_OPTIONS)}")
+    return EXECUTORS.register(name, run, parallel=parallel, needs=needs,
+                              description=description, options=tuple(options), check=check,
+                              preflight=preflight)
 
 
 @dataclass(frozen=True)
@@ -95,8 +134,15 @@ class ExecutorConfig:
                              f"{self.chunk_size!r}")
         if not isinstance(self.address, str):
             raise BenchError(f"executor address must be a string, got {self.address!r}")
-        if self.address and self.kind != "ray":
-            raise BenchError("--address is for --executor ray; drop it or use ray")
+        meta = EXECUTORS.entry(self.kind).meta
+        for name in EXECUTOR_OPTIONS:  # a set option this executor does not read
+            option = next(f for f in dataclasses.fields(self) if f.name == name)
+            if getattr(self, name) != option.default and name not in meta.get("options", ()):
+                users = " or ".join(e.name for e in EXECUTORS if name in e.meta.get("options", ()))
+                raise BenchError(f"{option.metadata['flag']} is for --executor {users}; drop "
+                                 f"it or use {users}")
+        if meta.get("check") is not None:
+            meta["check"](self)
 
     @classmethod
     def from_dict(cls, data: Any) -> ExecutorConfig:
@@ -160,198 +206,6 @@ def config_from_args(args: argparse.Namespace, base: ExecutorConfig | None = Non
     return dataclasses.replace(base, **given)
 
 
-def executor_from_spec_file(path: str | os.PathLike) -> ExecutorConfig:
-    """The ``executor`` key of a spec file (default :class:`ExecutorConfig` when absent)."""
-    from bench.provenance import read_json
-
-    data = read_json(Path(path), what="spec file",
-                     fix="write a JSON StudySpec (see bench.study.spec)")
-    if isinstance(data, dict) and "executor" in data:
-        return ExecutorConfig.from_dict(data["executor"])
-    return ExecutorConfig()
-
-
-# --------------------------------------------------------------------------- the work unit
-
-
-@dataclass(frozen=True)
-class RolloutChunk:
-    """Rollouts of one (scene, condition, task, domain), run in order by one worker.
-
-    ``latencies`` holds the measured policy latency (ms) of each policy already known
-    to the store (``deployment.latency_ms = "measured"``); None: measure it first.
-    """
-
-    scene: str
-    condition: str
-    task: str
-    domain: str
-    items: tuple[tuple[str, int], ...]  # (policy, trial)
-    bundle: str  # bundle directory
-    manifest_sha256: str
-    latencies: tuple[tuple[str, float | None], ...] = ()
-
-    @property
-    def group(self) -> tuple[str, str, str]:
-        """(scene, condition, task): the chunks that share one env."""
-        return (self.scene, self.condition, self.task)
-
-
-@dataclass
-class RolloutOutcome:
-    """What one rollout produced, for the driver to commit.
-
-    Attributes:
-        key: (study, scene, condition, task, policy, domain, trial).
-        row: The row to store (None when the rollout ended in a policy fault).
-        error: The policy fault ("" when none).
-        latencies: Per-query latency (ms) of the rollout.
-        frames: OBS-Policy frames to keep (F arrays ``[H, W, 3]`` uint8), or None.
-    """
-
-    key: tuple
-    row: Any
-    error: str
-    latencies: list[float]
-    frames: list[np.ndarray] | None = None
-
-
-@dataclass
-class MeasuredLatency:
-    """A policy latency a worker measured (``deployment.latency_ms = "measured"``)."""
-
-    task: str
-    policy: str
-    p50_ms: float
-
-
-class WorkerState:
-    """What a worker keeps between chunks: the last background, one env + policies.
-
-    Args:
-        spec: The study.
-        keep_env: Keep the env of the last (scene, condition, task) open for the next
-            chunk of the same group (workers); False closes it after every chunk (serial).
-    """
-
-    def __init__(self, spec: Any, *, keep_env: bool = True) -> None:
-        self.spec = spec
-        self.keep_env = keep_env
-        self._bundle: tuple[tuple[str, str], Any] | None = None
-        self._env: tuple[tuple[str, str, str, str], Any, dict] | None = None
-
-    def background(self, scene: str, condition: str, path: str) -> Any:
-        """The condition's scene bundle (one kept in memory at a time)."""
-        from bench.scene.bundle import load_scene
-
-        if self._bundle is None or self._bundle[0] != (scene, condition):
-            self._bundle = None  # keep one background in memory
-            self._bundle = ((scene, condition), load_scene(Path(path)))
-        return self._bundle[1]
-
-    def env_and_policies(self, chunk: RolloutChunk) -> tuple[Any, dict]:
-        """The env and policies of a chunk's cell (the env is reused while the cell is the same)."""
-        import bench.policies.visual  # noqa: F401 - registers the visual policies
-        from bench.policies import make_policy
-        from bench.policies.entry import build_ref
-
-        if self._env is not None and self._env[0] == (*chunk.group, chunk.domain):
-            return self._env[1], self._env[2]
-        self.close()
-        spec = self.spec
-        bundle = self.background(chunk.scene, chunk.condition, chunk.bundle)
-        env = make_study_env(spec, scene=chunk.scene, task=chunk.task, domain=chunk.domain,
-                             bundle=bundle)
-        try:
-            policies = {p: (build_ref(spec.policy_refs[p], env, seed=spec.seed)
-                            if p in spec.policy_refs else make_policy(p, env, seed=spec.seed))
-                        for p in spec.policies[chunk.task]}
-        except BaseException:
-            env.close()
-            raise
-        self._env = ((*chunk.group, chunk.domain), env, policies)
-        return env, policies
-
-    def close(self) -> None:
-        """Close the cached env."""
-        if self._env is not None:
-            env, self._env = self._env[1], None
-            env.close()
-
-
-def make_study_env(spec: Any, *, scene: str, task: str, domain: str, bundle: Any,
-                   **extra: Any) -> Any:
-    """The env a study's rollouts of (scene, task, domain) run in, on ``bundle``.
-
-    Image size, time limit, backend and deployment settings come from ``spec``; with
-    ``real_domain: "world"`` the domain's env of :mod:`bench.study.world_domain`.
-    ``extra``: further EnvConfig fields (e.g. ``obs_mode="state"`` for a caller that
-    renders the observations itself, :mod:`bench.demo.visibility`).
-    """
-    import bench.sim
-    from bench.study.deployment import Deployment
-
-    deployment = Deployment.from_dict(spec.deployment)
-    overrides = {"image_size": spec.image_size, "max_frames": spec.frames_limit(scene, task),
-                 "render_backend": spec.render_backend, **deployment.env_overrides(), **extra}
-    if spec.real_domain == "world":  # "real" trials in the ground-truth world
-        from bench.study.world_domain import make_domain_env
-
-        return make_domain_env(spec, scene=scene, task=task, domain=domain, bundle=bundle,
-                               overrides=overrides)
-    return bench.sim.make_env(task, bundle, **overrides)
-
-
-def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
-    """Run ``chunk``; yields :class:`MeasuredLatency` (first, if any) then one outcome each."""
-    from bench.sim.rollout import run_episode
-    from bench.study.deployment import Deployment, measure_latency_ms
-    from bench.study.obs_policy import obs_policy_enabled
-    from bench.study.runner import init_index
-    from bench.study.store import RolloutRow
-
-    spec = state.spec
-    deployment = Deployment.from_dict(spec.deployment)
-    keep = obs_policy_enabled(spec) and chunk.domain == "sim"
-    env, policies = state.env_and_policies(chunk)
-    try:
-        known = dict(chunk.latencies)
-        executions = {}
-        for p, policy in policies.items():
-            measured = None
-            if deployment.measured:
-                measured = known.get(p)
-                if measured is None:
-                    start = init_index(spec, chunk.domain, chunk.items[0][1])
-                    measured = measure_latency_ms(env, policy, init_index=start)
-                    yield MeasuredLatency(chunk.task, p, measured)
-            executions[p] = deployment.execution_for(measured)
-        for policy, trial in chunk.items:
-            start = init_index(spec, chunk.domain, trial)
-            key = (spec.name, chunk.scene, chunk.condition, chunk.task, policy, chunk.domain,
-                   trial)
-            latencies: list[float] = []
-            extra = {"record_frames": True} if keep else {}
-            record, frames, _ = run_episode(env, policies[policy], init_index=start,
-                                            episode=trial, policy_name=policy,
-                                            latencies=latencies,
-                                            execution=executions[policy], **extra)
-            if record.status == "error":
-                yield RolloutOutcome(key, None, record.error, latencies)
-                continue
-            kept = None
-            if keep:
-                kept = list(frames[:record.policy_queries][::spec.obs_policy_every])
-            row = RolloutRow.from_episode(record, study=spec.name, scene=chunk.scene,
-                                          condition=chunk.condition, task=chunk.task,
-                                          policy=policy, domain=chunk.domain,
-                                          trial=trial, manifest_sha256=chunk.manifest_sha256)
-            yield RolloutOutcome(key, row, "", latencies, kept)
-    finally:
-        if not state.keep_env:
-            state.close()
-
-
 # --------------------------------------------------------------------------- executors
 
 
@@ -412,8 +266,8 @@ class Driver:
         return dataclasses.replace(chunk, items=tuple(left)) if left else None
 
 
-@EXECUTORS.register("serial", parallel=False, needs=None,
-                    description="in the driver's process, chunk by chunk (default)")
+@register_executor("serial", parallel=False,
+                   description="in the driver's process, chunk by chunk (default)")
 def run_serial(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: ExecutorConfig
                ) -> None:
     """Run every chunk in this process; a raised exception is retried like a worker's."""
@@ -544,8 +398,8 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[-1] if text else ''}"[:500]
 
 
-@EXECUTORS.register("process", parallel=True, needs=None,
-                    description="local process pool (spawn), default workers = all cores")
+@register_executor("process", parallel=True,
+                   description="local process pool (spawn), default workers = all cores")
 def run_process(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: ExecutorConfig
                 ) -> None:
     """Run the chunks on a local ``spawn`` process pool."""
@@ -605,17 +459,30 @@ RAY_WAIT_ENV = "RAY_gcs_server_port_wait_time_s"
 def check_executor(config: ExecutorConfig | None) -> None:
     """Refusals of an executor that need no output folder: called before ``--out`` exists.
 
-    ``ray``: the package must be installed, and a given ``--address HOST:PORT`` must accept
-    a TCP connection within :data:`RAY_CONNECT_TIMEOUT_S` (Ray itself retries an
-    unreachable address for many minutes, after the run wrote bundles and scores).
+    Runs the executor's registered ``preflight`` (``ray``: :func:`check_ray`).
+
+    Raises:
+        BenchError: what the executor's preflight refuses.
+    """
+    if config is None:
+        return
+    preflight = EXECUTORS.entry(config.kind).meta.get("preflight")
+    if preflight is not None:
+        preflight(config)
+
+
+def check_ray(config: ExecutorConfig) -> None:
+    """Preflight of ``ray``: the package is installed and ``--address`` answers.
+
+    A given ``--address HOST:PORT`` must accept a TCP connection within
+    :data:`RAY_CONNECT_TIMEOUT_S` (Ray itself retries an unreachable address for many
+    minutes, after the run wrote bundles and scores).
 
     Raises:
         BenchError: Ray missing, a malformed address, or no answer at it.
     """
     import importlib.util
 
-    if config is None or config.kind != "ray":
-        return
     if importlib.util.find_spec("ray") is None:
         raise BenchError("--executor ray needs the ray package; pip install 'splatbench[ray]' "
                          "or use --executor process")
@@ -653,8 +520,9 @@ def check_ray_address(address: str, *, timeout: float = RAY_CONNECT_TIMEOUT_S) -
             from None
 
 
-@EXECUTORS.register("ray", parallel=True, needs="ray",
-                    description="Ray tasks on a cluster (--address) or a local one")
+@register_executor("ray", parallel=True, needs="ray", options=("address",),
+                   preflight=check_ray,
+                   description="Ray tasks on a cluster (--address) or a local one")
 def run_ray(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: ExecutorConfig
             ) -> None:
     """Run the chunks as Ray tasks (bundle paths must be readable by every node)."""

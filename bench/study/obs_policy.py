@@ -52,22 +52,28 @@ def save_policy_frames(out: Path, scene: str, condition: str, task: str, policy:
 
 
 def condition_view_sets(spec: Any, out: Path, scene: str, condition: str) -> list[Any]:
-    """One OBS-Policy :class:`metrics.views.ViewSet` per stored rollout, in plan order."""
+    """One OBS-Policy :class:`metrics.views.ViewSet` per simulated rollout of the plan.
+
+    Ordered by task, policy, trial (the cells of :func:`bench.study.plan.rollout_cells`).
+    """
     from bench.errors import BenchError
+    from bench.study.plan import rollout_cells
     from metrics.views import ViewSet
 
     sets = []
-    for task in spec.tasks:
-        for policy in spec.policies[task]:
-            for trial in range(spec.trials):
-                path = frames_path(out, scene, condition, task, policy, trial)
+    cells = [c for c in rollout_cells(spec)
+             if (c.domain, c.scene, c.condition) == ("sim", scene, condition)]
+    for cell in cells:
+        for policy in cell.policies:
+            for trial in range(cell.trials):
+                path = frames_path(out, scene, condition, cell.task, policy, trial)
                 if not path.is_file():
                     raise BenchError(f"OBS-Policy frames {path} are missing; rerun the study "
                                      "with --resume after deleting its rollout rows, or a new "
                                      "--out")
                 with np.load(path) as data:
                     frames = data["frames"]
-                label = f"{task}/{policy}/{trial:04d}"
+                label = f"{cell.task}/{policy}/{trial:04d}"
                 names = tuple(f"{label}/{i:05d}" for i in range(len(frames)))
                 sets.append(ViewSet(PROTOCOL, scene, condition, names, frames, sequence=label))
     return sets

@@ -5,8 +5,8 @@
 
 * every name used as a path part (study, scene, condition, task, policy)
   matches :data:`bench.safety.NAME_PATTERN`;
-* the planned number of rollouts is below :data:`MAX_ROLLOUTS` (the message
-  shows the product);
+* the planned number of rollouts (:func:`bench.study.plan.count_rollouts`) is
+  below :data:`MAX_ROLLOUTS` (the message shows the product);
 * every given bundle's ``scene.json`` is valid and closed (paths stay inside
   the bundle), its background file's header reads, and the camera files the
   quality stage reads (``test`` and ``obs_probe`` of each clean scene) load
@@ -30,6 +30,7 @@ from typing import Any
 
 from bench.errors import BenchError
 from bench.safety import check_image_size, check_name, check_output_path
+from bench.study.plan import count_rollouts, domain_trials
 from bench.study.spec import CLEAN, StudySpec
 
 #: Most rollouts one study may plan (sim + real); beyond it the plan itself is the mistake.
@@ -60,12 +61,6 @@ class CaptureWarning(UserWarning):
     """Captures that score a low clean Test PSNR (the study runs; the number is shown)."""
 
 
-def planned_rollouts(spec: StudySpec) -> int:
-    """Rollouts the spec asks for: (sim cells x trials + real cells x real_trials) x 2 policies."""
-    scenes, tasks = len(spec.scene_names), len(spec.tasks)
-    return 2 * scenes * tasks * (len(spec.all_conditions) * spec.trials + spec.real_trials)
-
-
 def check_names(spec: StudySpec) -> None:
     """Refuse a study, scene, condition, task or policy name that is not a safe path part."""
     check_name(spec.name, what="study name")
@@ -89,13 +84,13 @@ def check_size(spec: StudySpec) -> int:
                          f"{MAX_SAMPLE_GAUSSIANS * PLY_BYTES_PER_GAUSSIAN / 2**30:.1f} GiB per "
                          "room); lower it")
     check_image_size(*spec.image_size, what="image_size")
-    total = planned_rollouts(spec)
+    total = count_rollouts(spec)  # counted per cell: no list of 10^9 trials is built
     if total > MAX_ROLLOUTS:
         raise BenchError(
             f"the spec plans 2 policies x {len(spec.scene_names)} scenes x {len(spec.tasks)} "
-            f"tasks x ({len(spec.all_conditions)} conditions x {spec.trials} trials + "
-            f"{spec.real_trials} real trials) = {total:,} rollouts, above the limit of "
-            f"{MAX_ROLLOUTS:,}; lower trials or split the study")
+            f"tasks x ({len(spec.all_conditions)} conditions x {domain_trials(spec, 'sim')} "
+            f"trials + {domain_trials(spec, 'real')} real trials) = {total:,} rollouts, above "
+            f"the limit of {MAX_ROLLOUTS:,}; lower trials or split the study")
     return total
 
 
@@ -250,7 +245,7 @@ def estimate_bytes(spec: StudySpec, background_bytes: int) -> tuple[int, str]:
     sample = len(spec.sample_scenes) * spec.sample_gaussians * PLY_BYTES_PER_GAUSSIAN
     per_scene = (sample + background_bytes) / max(1, len(spec.scene_names))
     bundles = int(sample + per_scene * presets * len(spec.scene_names))
-    rows = planned_rollouts(spec)
+    rows = count_rollouts(spec)
     total = BASE_BYTES + bundles + rows * ROW_BYTES
     text = (f"{BASE_BYTES >> 20} MiB + {bundles / 2**20:,.0f} MiB of condition bundles + "
             f"{rows:,} rollouts x {ROW_BYTES} B = {total / 2**20:,.0f} MiB")

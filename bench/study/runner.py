@@ -13,9 +13,11 @@ continues a killed run without redoing or duplicating anything):
    In the synthetic world the captured images are the clean scene's Test
    renders plus seeded sensor noise (``capture_noise``), so full-reference
    scores stay finite on clean.
-3. :func:`run_rollouts` - for every scene, condition, task, policy and trial,
-   one rollout in the Gymnasium env from initial condition
-   ``sim_condition_offset + trial`` (the same index in every condition: paired).
+3. :func:`bench.study.rollouts.run_rollouts` - for every scene, condition, task, policy
+   and trial of the plan (:func:`bench.study.plan.rollout_plan`), one rollout in the
+   Gymnasium env from initial condition ``sim_condition_offset + trial``
+   (:func:`bench.study.plan.init_index`; the same index in every condition: paired), run
+   by the chosen executor (:mod:`bench.study.executors`).
    The "real" domain of the synthetic world is the same env on the *clean*
    scene with initial conditions ``real_condition_offset + trial`` (a disjoint
    seeded block of the task grid): the policy's true skill on the undamaged
@@ -51,6 +53,7 @@ from bench.errors import BenchError
 from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifest, sha256_file
 from bench.safety import check_name, remove_inside
 from bench.study.lock import OutputLock
+from bench.study.rollouts import run_rollouts
 from bench.study.spec import CLEAN, StudySpec
 from bench.study.store import ResultsStore
 
@@ -421,120 +424,6 @@ def _renamed(views: Any, scene: str) -> Any:
     import dataclasses
 
     return dataclasses.replace(views, scene=scene)
-
-
-# --------------------------------------------------------------------------- rollouts
-
-
-def rollout_plan(spec: StudySpec) -> list[tuple[str, str, str, str, int]]:
-    """Every (domain, scene, condition, task, trial) block, in execution order."""
-    plan = []
-    for scene in spec.scene_names:
-        for task in spec.tasks:
-            if spec.rolls_out_real:  # with real_results the robot's counts are data
-                plan += [("real", scene, CLEAN, task, t) for t in range(spec.real_trials)]
-        for cond in spec.all_conditions:
-            for task in spec.tasks:
-                plan += [("sim", scene, cond, task, t) for t in range(spec.trials)]
-    return plan
-
-
-def _missing_rollouts(spec: StudySpec, store: ResultsStore
-                      ) -> dict[tuple[str, str, str, str], list[tuple[str, int]]]:
-    """(scene, condition, task, domain) -> [(policy, trial)] not in the store yet, plan order."""
-    todo: dict[tuple[str, str, str, str], list[tuple[str, int]]] = {}
-    for domain, scene, cond, task, trial in rollout_plan(spec):
-        for policy in spec.policies[task]:
-            if not store.has_rollout((spec.name, scene, cond, task, policy, domain, trial)):
-                todo.setdefault((scene, cond, task, domain), []).append((policy, trial))
-    return todo
-
-
-def init_index(spec: StudySpec, domain: str, trial: int) -> int:
-    """Initial-condition index of ``trial``: the same in every condition of a domain (paired)."""
-    offset = spec.real_condition_offset if domain == "real" else spec.sim_condition_offset
-    return offset + trial
-
-
-def run_rollouts(spec: StudySpec, store: ResultsStore,
-                 bundles: dict[tuple[str, str], ConditionBundle], *,
-                 progress: bool = True, out: Path | None = None,
-                 executor: Any = None) -> int:
-    """Run every missing rollout; each is committed as soon as it ends. Returns how many ran.
-
-    A rollout that ends in a policy fault (``status="error"``) is not stored; its reason
-    goes to :class:`bench.study.faults.RolloutLog` and ``--resume`` reruns it. OBS-Policy
-    frames (every ``obs_policy_every``-th query) are written under ``out`` before the row.
-    ``executor`` (:class:`bench.study.executors.ExecutorConfig`, default serial) says where
-    the rollouts run; this process alone writes the store, whichever it is.
-    """
-    from tqdm import tqdm
-
-    from bench.study.executors import EXECUTORS, Driver, ExecutorConfig, chunks_of
-    from bench.study.faults import RolloutLog
-
-    if out is None:
-        out = Path(store.path).parent
-    config = executor or ExecutorConfig()
-    parallel = EXECUTORS.entry(config.kind).meta["parallel"]
-    todo = _missing_rollouts(spec, store)
-    chunks = chunks_of(spec, todo, bundles, size=config.chunk_size if parallel else None)
-    bar = tqdm(total=sum(len(v) for v in todo.values()), desc="rollouts", unit="rollout",
-               file=sys.stderr, disable=not progress, smoothing=0.1)
-    log = RolloutLog(store.path)
-    ran = [0]
-    failures: dict[tuple, int] = {}  # executor failures of this run, per rollout
-
-    def commit(event: Any) -> None:
-        ran[0] += commit_outcome(spec, store, log, out, event)
-        key = getattr(event, "key", None)
-        if key is not None:
-            bar.set_postfix_str("/".join(map(str, key[1:])))
-
-    def attempt_failed(key: tuple, reason: str) -> bool:
-        log.add_attempt(key, reason)
-        failures[key] = failures.get(key, 0) + 1
-        if failures[key] <= config.retries:
-            _log(f"rollout {'/'.join(map(str, key[1:]))} failed to execute ({reason}); "
-                 f"retry {failures[key]} of {config.retries}")
-            return True
-        log.add_error(key, f"execution failed {failures[key]} times, last: {reason}")
-        _log(f"rollout {'/'.join(map(str, key[1:]))} failed to execute {failures[key]} times "
-             f"({reason}); recorded as a rollout error, --resume reruns it")
-        return False
-
-    def latency(task: str, policy: str) -> float | None:
-        return log.policy_latency(spec.name, task, policy)
-
-    try:
-        EXECUTORS.get(config.kind)(spec, chunks, Driver(commit, attempt_failed, bar, latency),
-                                   config)
-    finally:
-        bar.close()
-        log.close()
-    return ran[0]
-
-
-def commit_outcome(spec: StudySpec, store: ResultsStore, log: Any, out: Path, event: Any) -> int:
-    """Commit one event of an executor (driver side); 1 when it stored a new rollout row."""
-    from bench.study.executors import MeasuredLatency
-    from bench.study.obs_policy import save_policy_frames
-
-    if isinstance(event, MeasuredLatency):
-        log.set_policy_latency(spec.name, event.task, event.policy, event.p50_ms)
-        return 0
-    key = event.key
-    log.add_latency(key, event.latencies)
-    if event.row is None:
-        log.add_error(key, event.error)
-        _log(f"rollout {'/'.join(map(str, key[1:]))} ended in error: {event.error}")
-        return 0
-    if event.frames is not None:  # written before the row commits: a stored rollout has frames
-        _, scene, cond, task, policy, _, trial = key
-        save_policy_frames(out, scene, cond, task, policy, trial, event.frames)
-    store.add_rollout(event.row)
-    log.clear_error(key)
-    return 1
 
 
 # --------------------------------------------------------------------------- entry point

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.study.plan import RolloutCell, domain_trials, rollout_cells
 from bench.study.spec import CLEAN, StudySpec
 from bench.study.store import ResultsStore
 from protocols.sequential import UNDECIDED, SequentialDecision, decide
@@ -36,6 +37,12 @@ def _pair_spec(spec: StudySpec, scene: str, task: str, trials: int) -> StudySpec
         sample_scenes={k: v for k, v in spec.sample_scenes.items() if k == scene},
         scenes={k: v for k, v in spec.scenes.items() if k == scene},
         extra_conditions={c: {scene: m[scene]} for c, m in spec.extra_conditions.items()})
+
+
+def _pair_cells(spec: StudySpec, scene: str, task: str) -> dict[str, RolloutCell]:
+    """Condition -> the fixed design's simulated cell of one (scene, task) pair."""
+    return {c.condition: c for c in rollout_cells(spec)
+            if c.domain == "sim" and (c.scene, c.task) == (scene, task)}
 
 
 def _outcomes(store: ResultsStore, spec: StudySpec, scene: str, task: str
@@ -90,10 +97,10 @@ def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict,
     """
     from tqdm import tqdm
 
-    from bench.study.runner import run_rollouts
+    from bench.study.rollouts import run_rollouts
 
     config = spec.sequential
-    cap = spec.trials
+    cap = domain_trials(spec, "sim")
     looks = config.looks(cap)
     ran = 0
     results: dict[tuple[str, str], dict[str, Any]] = {}
@@ -136,27 +143,30 @@ def write_sequential_report(spec: StudySpec, results: dict, tables: Path,
     from protocols.plan_figures import sequential_figure
     from protocols.tablefmt import write_table
 
-    config, cap = spec.sequential, spec.trials
+    config, cap = spec.sequential, domain_trials(spec, "sim")
     rows, figure_panels = [], {c: {} for c in spec.all_conditions}
-    total_run = 0
+    total_run = fixed = 0
     for (scene, task), result in results.items():
         p1, p2 = spec.policies[task]
         real = _real_order(result["outcomes"], p1, p2)
         n = result["trials"]
-        total_run += 2 * n * len(spec.all_conditions)
+        cells = _pair_cells(spec, scene, task)  # the fixed design's; the pair ran n trials
+        ran = {cond: cell._replace(trials=n).rollouts for cond, cell in cells.items()}
+        total_run += sum(ran.values())
+        fixed += sum(cell.rollouts for cell in cells.values())
         for cond, d in result["decisions"].items():
             named = {"pi_1": p1, "pi_2": p2}.get(d.decision, UNDECIDED)
             sign = {"pi_1": 1, "pi_2": -1}.get(d.decision, 0)
             agrees = "" if d.decision == UNDECIDED or real == 0 else int(sign == real)
             rows.append([scene, task, cond, p1, p2, n, named, d.decided_at, d.favour_pi1,
-                         d.favour_pi2, d.log_e_pi1, d.log_e_pi2, agrees, 2 * (cap - n)])
+                         d.favour_pi2, d.log_e_pi1, d.log_e_pi2, agrees,
+                         cells[cond].rollouts - ran[cond]])
             outcomes = result["outcomes"]
             sim1, sim2 = _paired(outcomes, cond, p1, p2, n)
             figure_panels[cond][f"{scene}/{task}"] = {
                 "sim1": sim1, "sim2": sim2, "real1": _real_counts(outcomes, p1),
                 "real2": _real_counts(outcomes, p2), "decided_at": d.decided_at,
                 "decision": named}
-    fixed = 2 * cap * len(spec.all_conditions) * len(results)
     header = ["scene", "task", "condition", "pi_1", "pi_2", "paired_trials_run", "decision",
               "decided_at", "discordant_pi1", "discordant_pi2", "log_e_pi1", "log_e_pi2",
               "agrees_with_real", "rollouts_saved"]

@@ -32,6 +32,10 @@ A policy may also be an entry point ``"mypkg.pol:make_a"`` or an object
 keeps the label -> ref table in ``policy_refs``. ``"deployment"`` sets the
 deployment-fidelity knobs (:mod:`bench.study.deployment`: asynchronous execution with
 injected latency, controller gains, shadows, fisheye mode).
+
+A spec file is read by :func:`bench.study.spec_file.load_spec`: this spec and the file's
+``executor`` (where the rollouts run, not part of the study) resolved together. The
+rollouts a spec asks for, and each trial's start, are :mod:`bench.study.plan`'s.
 """
 
 from __future__ import annotations
@@ -45,10 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
-from bench.provenance import read_json
+from bench.study.plan import CLEAN, domain_trials, init_index
 from protocols.sequential import SequentialConfig
-
-CLEAN = "clean"
 
 
 def default_conditions() -> tuple[str, ...]:
@@ -262,8 +264,8 @@ class StudySpec:
         for name in ("seed", "sim_condition_offset", "real_condition_offset"):
             if getattr(self, name) < 0:
                 raise BenchError(f"{name} must be >= 0, got {getattr(self, name)}")
-        real = range(self.real_condition_offset, self.real_condition_offset + self.real_trials)
-        sim = range(self.sim_condition_offset, self.sim_condition_offset + self.trials)
+        real, sim = (range(init_index(self, d, 0), init_index(self, d, domain_trials(self, d)))
+                     for d in ("real", "sim"))  # the starts the plan's trials take
         if max(real.start, sim.start) < min(real.stop, sim.stop):  # overlap, without a set
             raise BenchError("real_condition_offset must give initial conditions disjoint from "
                              "the simulated ones; raise it above sim_condition_offset + trials")
@@ -535,19 +537,31 @@ def check_field_types(values: Mapping[str, Any]) -> None:
             raise BenchError(f"spec key {key!r} must be {expected}, got {value!r}")
 
 
-def spec_from_dict(data: dict[str, Any], *, base: str | os.PathLike | None = None) -> StudySpec:
-    """Build a spec from parsed JSON; relative bundle paths resolve against ``base``."""
+#: Keys of a spec file that are not part of the study: where its rollouts run. Kept out of
+#: the spec (and its hash, so a study may be resumed with another executor); read with the
+#: spec by :func:`bench.study.spec_file.load_spec`.
+RUN_KEYS = ("executor",)
+
+
+def split_spec_keys(data: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(study keys, :data:`RUN_KEYS`) of a parsed spec file; refuses a non-object, unknown keys."""
     if not isinstance(data, dict):
         raise BenchError("a study spec must be a JSON object")
-    known = {f.name for f in dataclasses.fields(StudySpec)} | {"executor"}
+    known = {f.name for f in dataclasses.fields(StudySpec)} | set(RUN_KEYS)
     unknown = sorted(set(data) - known)
     if unknown:
         raise BenchError(f"unknown spec keys {unknown}; valid keys: {sorted(known)}")
-    data = dict(data)
-    if "executor" in data:  # where rollouts run, not what the study is: kept out of its hash
-        from bench.study.executors import ExecutorConfig
+    return ({k: v for k, v in data.items() if k not in RUN_KEYS},
+            {k: v for k, v in data.items() if k in RUN_KEYS})
 
-        ExecutorConfig.from_dict(data.pop("executor"))  # refused here, before any output
+
+def spec_from_dict(data: dict[str, Any], *, base: str | os.PathLike | None = None) -> StudySpec:
+    """Build a spec from parsed JSON; relative bundle paths resolve against ``base``.
+
+    :data:`RUN_KEYS` (``executor``) are set aside unread: they are not the study
+    (:func:`bench.study.spec_file.spec_file_from_dict` resolves them with the spec).
+    """
+    data, _ = split_spec_keys(data)
     check_field_types(data)
     root = Path(base) if base is not None else Path.cwd()
 
@@ -594,10 +608,3 @@ def _split_policy_refs(policies: Mapping[str, Any], refs: dict[str, Any]
             names.append(label)
         labels[task] = tuple(names)
     return labels, refs
-
-
-def load_spec(path: str | os.PathLike) -> StudySpec:
-    """Read a spec JSON file (relative paths are relative to the file)."""
-    path = Path(path)
-    data = read_json(path, what="spec file", fix="write a JSON StudySpec (see bench.study.spec)")
-    return spec_from_dict(data, base=path.parent)

@@ -1,8 +1,8 @@
 """The ``world`` real domain: a study's "real" rollouts in a MuJoCo ground-truth world.
 
 With ``real_domain: "world"`` the study's "real" trials run in the ground-truth
-rooms of :mod:`bench.demo.worlds` (MuJoCo-rendered room, table, robot and objects,
-the world's sensor model; :func:`bench.demo.real.make_real_env`) while the simulated
+rooms of :mod:`bench.worlds.rooms` (MuJoCo-rendered room, table, robot and objects,
+the world's sensor model; :func:`bench.worlds.real.make_real_env`) while the simulated
 trials run on the scene bundles (the reconstructions of those worlds), so "real vs
 sim" is ground truth vs reconstruction, as in YUBI. The spec's ``real_world`` object
 is :class:`WorldDomain`::
@@ -39,14 +39,14 @@ class WorldDomain:
     """Typed ``"real_world"`` block of a spec (the single source of its defaults).
 
     Attributes:
-        worlds: Scene name -> ground-truth world id (``bench.demo.worlds.WORLDS``).
+        worlds: Scene name -> ground-truth world id (``bench.worlds.rooms.WORLDS``).
         cameras: Camera rig of both domains: ``"wrist"`` (one fisheye, ``wrist_rgb``) or
             ``"yubi-dual"`` (``wrist_left_rgb`` + ``wrist_right_rgb``).
         tilt_deg: Forward tilt of the ``yubi-dual`` fisheyes in both domains, degrees
-            (:func:`bench.demo.real.demo_rig`; 0 keeps the preset's mount).
+            (:func:`bench.worlds.real.demo_rig`; 0 keeps the preset's mount).
         shadows: MuJoCo shadows in the ground-truth world (the simulated domain's shadows
             are ``deployment.shadows``). Off by default, as the demo's real domain
-            (``bench.demo.real.RealDomainConfig``): ~5-7x cheaper per rollout in software GL.
+            (``bench.worlds.real.RealDomainConfig``): ~5-7x cheaper per rollout in software GL.
         sensor: Apply the world's sensor model (noise, exposure, white balance, vignetting).
         friction_scale: Physics offset: the real world's task-object friction x this (1: none).
         mass_scale: Physics offset: the real world's task-object mass x this (1: none).
@@ -109,7 +109,7 @@ class WorldDomain:
 
     def check_registry(self) -> None:
         """Every world id names a ground-truth world ("did you mean" from the registry)."""
-        from bench.demo.worlds import get_world
+        from bench.worlds.rooms import get_world
 
         for scene, world in self.worlds.items():
             try:
@@ -139,7 +139,7 @@ def _rig_overrides(domain: WorldDomain) -> dict[str, Any]:
 
 def apply_rig(env: Any, domain: WorldDomain) -> None:
     """Tilt the ``yubi-dual`` rig of ``env`` (before its first render), as the world's."""
-    from bench.demo.real import demo_rig
+    from bench.worlds.real import demo_rig
 
     base = env.unwrapped
     if domain.cameras == "yubi-dual" and domain.tilt_deg:
@@ -177,7 +177,7 @@ def make_domain_env(spec: Any, *, scene: str, task: str, domain: str, bundle: An
 
     settings = WorldDomain.from_dict(spec.real_world)
     if domain == "real":
-        from bench.demo.real import make_real_env
+        from bench.worlds.real import make_real_env
 
         real = {k: v for k, v in overrides.items() if k not in ("render_backend", "shadows")}
         env = make_real_env(settings.worlds[scene], task, tilt_deg=settings.tilt_deg,

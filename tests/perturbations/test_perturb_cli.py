@@ -219,16 +219,32 @@ def test_editor_flags_are_the_parameter_dataclass_fields():
     import dataclasses
 
     from perturbations import FloaterParams, HoleParams, WarpParams, make_params
-    from perturbations.cli import EDITOR_PARAMS, add_parser, collect_overrides
+    from perturbations.cli import add_parser, collect_overrides
+    from perturbations.registry import editor_flags
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())
     sub = parser._subparsers._group_actions[0].choices["perturb"]
     actions = {a.dest: a for a in sub._actions}
     types = {"hole": HoleParams, "floaters": FloaterParams, "warp": WarpParams}
-    for dest, (editors, field) in EDITOR_PARAMS.items():
+    # the flags generated from the editors' registrations are the ones once written by hand,
+    # in the order they are checked (dest -> editors, field)
+    assert {f.dest: (f.editors, f.field) for f in editor_flags()} == {
+        "angle": (("hole",), "half_angle_deg"), "apex": (("hole",), "apex"),
+        "band": (("floaters",), "band"), "band_range": (("floaters",), "band"),
+        "clusters": (("floaters",), "num_clusters"), "per_cluster": (("floaters",), "per_cluster"),
+        "clearance": (("floaters",), "clearance"), "cluster_std": (("floaters",), "cluster_std"),
+        "floater_scale": (("floaters",), "scale"),
+        "scale_log_std": (("floaters",), "scale_log_std"), "opacity": (("floaters",), "opacity"),
+        "opacity_logit_std": (("floaters",), "opacity_logit_std"),
+        "neighbours": (("floaters",), "neighbours"), "domes": (("warp",), "num_domes"),
+        "dome_height": (("warp",), "height_range"), "dome_radius": (("warp",), "radius_range"),
+        "margin": (("hole", "warp"), "margin"), "slab": (("hole", "warp"), "slab")}
+    assert [f.dest for f in editor_flags()][-3:] == ["dome_radius", "margin", "slab"]
+    for flag in editor_flags():
+        dest, editors, field = flag.dest, flag.editors, flag.field
         assert actions[dest].default is None, dest  # an override only when given
-        for editor in editors if isinstance(editors, tuple) else (editors,):
+        for editor in editors:
             default = {f.name: f.default for f in dataclasses.fields(types[editor])}[field]
             if dest != "band":
                 width = len(default) if isinstance(default, tuple) else None

@@ -23,7 +23,7 @@ from bench.demo.build import (
     shipped_capture,
 )
 from bench.demo.capture import CaptureConfig, _room_box, walk_path
-from bench.demo.worlds import get_world
+from bench.worlds.rooms import get_world
 
 TINY = BuildConfig(
     capture=CaptureConfig(video_frames=12, intervals=6, fisheye_px=64, face_px=32, view_px=32,

@@ -13,8 +13,16 @@ import sys
 import numpy as np
 import pytest
 
-from bench.demo import bc
-from bench.demo.real import REAL_DOMAIN
+from bench.demo.bc_training import TOOL, TrainPoliciesConfig, train_policy, weights_sha256
+from bench.demo.train_policies import train_policies
+from bench.policies.bc_network import BCConfig, decode_chunk, encode_chunk
+from bench.policies.bc_recipes import (
+    ALL_RECIPES,
+    DAGGER_RECIPES,
+    dagger_recipe,
+    recipe,
+    recipe_tasks,
+)
 from bench.policies.learned import (
     ASSETS,
     DEMO_POLICIES,
@@ -24,6 +32,7 @@ from bench.policies.learned import (
     LearnedPolicy,
     policy_dir,
 )
+from bench.worlds.real import REAL_DOMAIN
 
 TASKS = ("cup", "tape", "pen")
 
@@ -140,24 +149,24 @@ def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
     from safetensors.torch import load_file
 
     names = [n for n in LEARNED_POLICIES if task in LEARNED_TASKS.get(n, TASKS)]
-    assert names == [n for n in bc.ALL_RECIPES if task in bc.recipe_tasks(n)]
+    assert names == [n for n in ALL_RECIPES if task in recipe_tasks(n)]
     for name in names:
         directory = policy_dir(name, task)
         config = json.loads((directory / "config.json").read_text())
         manifest = json.loads((directory / "manifest.json").read_text())
-        assert manifest["params"] == config and manifest["tool"] == bc.TOOL
-        assert manifest["weights_sha256"] == bc.weights_sha256(
+        assert manifest["params"] == config and manifest["tool"] == TOOL
+        assert manifest["weights_sha256"] == weights_sha256(
             load_file(str(directory / "model.safetensors")))
         data = manifest["data"]
         assert data["recording"]["real"] == REAL_DOMAIN.to_json()
         assert data["recording"]["condition_offset"] == 5000
         assert data["recording"]["worlds"] == ["gt-duo", "gt-flat", "gt-g2"]
         assert len(data["sha256"]) == 64 and len(data["recording_sha256"]) == 64
-        if name in bc.DAGGER_RECIPES:  # the fine-tuned last round of the DAgger recipe
-            dagger = bc.dagger_recipe(name, task)
-            base = bc.recipe(dagger.base, task)
-            assert bc.BCConfig.from_json(config) == dataclasses.replace(
-                bc.recipe(name, task), epochs=dagger.epochs, lr=dagger.lr,
+        if name in DAGGER_RECIPES:  # the fine-tuned last round of the DAgger recipe
+            dagger = dagger_recipe(name, task)
+            base = recipe(dagger.base, task)
+            assert BCConfig.from_json(config) == dataclasses.replace(
+                recipe(name, task), epochs=dagger.epochs, lr=dagger.lr,
                 seed=base.seed + dagger.rounds)
             assert manifest["dagger"] == dagger.to_json()
             assert manifest["round"] == dagger.rounds - 1
@@ -169,14 +178,14 @@ def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
                 (policy_dir(dagger.base, task) / "manifest.json").read_text())["weights_sha256"]
             assert data["samples"] == manifest["counts"]["samples"] > 10 * 300
             continue
-        assert bc.BCConfig.from_json(config) == bc.recipe(name, task)
+        assert BCConfig.from_json(config) == recipe(name, task)
         assert data["episodes"] == config["episodes"] == manifest["counts"]["episodes"]
         assert data["conditions"] == [5000, 5000 + config["episodes"] - 1]
         assert data["samples"] > 10 * data["episodes"]
         if config.get("aux_weight", 0) > 0:
             assert len(data["recording_aux_sha256"]) == 64
     a, b = names[:2]
-    assert bc.recipe(a, task) != bc.recipe(b, task)
+    assert recipe(a, task) != recipe(b, task)
     for name in DEMO_POLICIES[task]:  # every demo policy is a recipe or a variant of one
         assert LEARNED_VARIANTS.get(name, (name,))[0] in names
 
@@ -220,55 +229,55 @@ def _tiny_dataset(seed: int = 0, n: int = 24) -> dict:
 
 def test_training_is_deterministic_both_ways() -> None:
     data = _tiny_dataset()
-    config = bc.BCConfig(task="cup", episodes=4, image_size=16, channels=(4, 8), hidden=16,
-                         epochs=2, batch_size=8, augment=True)
-    first, log = bc.train_policy(config, data, progress=False)
-    second, _ = bc.train_policy(config, data, progress=False)
-    other, _ = bc.train_policy(dataclasses.replace(config, seed=1), data, progress=False)
-    assert bc.weights_sha256(first) == bc.weights_sha256(second)
-    assert bc.weights_sha256(first) != bc.weights_sha256(other)
+    config = BCConfig(task="cup", episodes=4, image_size=16, channels=(4, 8), hidden=16,
+                      epochs=2, batch_size=8, augment=True)
+    first, log = train_policy(config, data, progress=False)
+    second, _ = train_policy(config, data, progress=False)
+    other, _ = train_policy(dataclasses.replace(config, seed=1), data, progress=False)
+    assert weights_sha256(first) == weights_sha256(second)
+    assert weights_sha256(first) != weights_sha256(other)
     assert log["samples"] == 24 and len(log["losses"]) == 2
 
 
 def test_first_query_repeat_and_per_task_recipe_fields() -> None:
     data = _tiny_dataset()
     data["frame"] = np.tile(np.arange(6, dtype=np.int32), 4)  # 4 episodes of 6 queries
-    config = bc.BCConfig(task="pen", episodes=4, image_size=16, channels=(4, 8), hidden=16,
-                         epochs=2, batch_size=8, augment=False, horizon=8)
-    once_state, once = bc.train_policy(config, data, progress=False)
-    thrice_state, thrice = bc.train_policy(dataclasses.replace(config, first_query_repeat=3),
-                                           data, progress=False)
+    config = BCConfig(task="pen", episodes=4, image_size=16, channels=(4, 8), hidden=16,
+                      epochs=2, batch_size=8, augment=False, horizon=8)
+    once_state, once = train_policy(config, data, progress=False)
+    thrice_state, thrice = train_policy(dataclasses.replace(config, first_query_repeat=3),
+                                        data, progress=False)
     assert "drawn_per_epoch" not in once and thrice["drawn_per_epoch"] == 24 + 2 * 4
     assert once["samples"] == thrice["samples"] == 24
-    assert bc.weights_sha256(once_state) != bc.weights_sha256(thrice_state)
-    again, _ = bc.train_policy(dataclasses.replace(config, first_query_repeat=3), data,
-                               progress=False)
-    assert bc.weights_sha256(again) == bc.weights_sha256(thrice_state)
-    pen, tape = bc.recipe("bc-aux", "pen"), bc.recipe("bc-aux", "tape")
+    assert weights_sha256(once_state) != weights_sha256(thrice_state)
+    again, _ = train_policy(dataclasses.replace(config, first_query_repeat=3), data,
+                            progress=False)
+    assert weights_sha256(again) == weights_sha256(thrice_state)
+    pen, tape = recipe("bc-aux", "pen"), recipe("bc-aux", "tape")
     assert (pen.first_query_repeat, tape.first_query_repeat) == (8, 1)
-    assert bc.recipe("bc-aux-dagger", "pen").first_query_repeat == 8
-    assert (bc.dagger_recipe("bc-aux-dagger", "pen").rounds,
-            bc.dagger_recipe("bc-aux-dagger", "tape").rounds) == (5, 2)
-    override = bc.TrainPoliciesConfig(dagger={"rounds": 1})
+    assert recipe("bc-aux-dagger", "pen").first_query_repeat == 8
+    assert (dagger_recipe("bc-aux-dagger", "pen").rounds,
+            dagger_recipe("bc-aux-dagger", "tape").rounds) == (5, 2)
+    override = TrainPoliciesConfig(dagger={"rounds": 1})
     assert override.dagger_config("bc-aux-dagger", "pen").rounds == 1
     assert "first_query_repeat" not in tape.to_json()  # configs of earlier weights unchanged
-    assert bc.BCConfig.from_json(pen.to_json()) == pen
+    assert BCConfig.from_json(pen.to_json()) == pen
     with pytest.raises(ValueError, match="first_query_repeat"):
-        bc.BCConfig(first_query_repeat=0)
+        BCConfig(first_query_repeat=0)
 
 
 def test_action_chunk_round_trip() -> None:
     """encode_chunk / decode_chunk invert each other on yaw-only delta rows."""
     actions = _tiny_dataset()["actions"]
-    trajectory = bc.encode_chunk(actions, 16)
+    trajectory = encode_chunk(actions, 16)
     for i in range(len(actions)):
-        assert np.allclose(bc.decode_chunk(trajectory[i]), actions[i, :16], atol=1e-6)
+        assert np.allclose(decode_chunk(trajectory[i]), actions[i, :16], atol=1e-6)
 
 
 def test_demonstrations_are_seeded_and_noisy() -> None:
     """Same config -> same dataset sha256; the injected noise moves the recorded states."""
     from bench.demo.demos import DemonstrationConfig, dataset_sha256, record_demonstrations
-    from bench.demo.real import RealDomainConfig
+    from bench.worlds.real import RealDomainConfig
 
     small = RealDomainConfig(image_size=(16, 16))
     config = DemonstrationConfig(task="cup", episodes=1, execute=8, max_frames=24, real=small)
@@ -292,9 +301,9 @@ def test_train_policies_cli_refuses_unknown_names(tmp_path, flag, value) -> None
     assert "Traceback" not in result.stderr and not out.exists()
 
 
-def _dagger_config(seed: int = 0) -> bc.TrainPoliciesConfig:
+def _dagger_config(seed: int = 0) -> TrainPoliciesConfig:
     """A tiny DAgger run: 2 Tape demonstrations, 1 epoch, 2 rounds of 1 short rollout."""
-    return bc.TrainPoliciesConfig(
+    return TrainPoliciesConfig(
         tasks=("tape",), policies=("bc-aux-dagger",), episodes=2, epochs=1,
         dagger={"rounds": 2, "episodes": 1, "max_frames": 24, "epochs": 1, "beta": 0.5,
                 "seed": seed})
@@ -320,7 +329,7 @@ def test_dagger_stages_are_deterministic_and_resumable(tmp_path) -> None:
 
     first, second, other = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     for out in (first, second):
-        bc.train_policies(out, _dagger_config(), progress=False)
+        train_policies(out, _dagger_config(), progress=False)
     files = _stage_files(first)
     assert {k: v[0] for k, v in files.items()} == {k: v[0] for k, v in
                                                     _stage_files(second).items()}
@@ -337,7 +346,7 @@ def test_dagger_stages_are_deterministic_and_resumable(tmp_path) -> None:
     # the other seed: reuse the demonstrations and the base (resume), new DAgger rounds
     shutil.copytree(first / "demos", other / "demos")
     shutil.copytree(first / "policies" / "bc-aux", other / "policies" / "bc-aux")
-    bc.train_policies(other, _dagger_config(seed=1), resume=True, progress=False)
+    train_policies(other, _dagger_config(seed=1), resume=True, progress=False)
     changed = _stage_files(other)
     assert changed["policies/bc-aux/tape/model.safetensors"] == \
         files["policies/bc-aux/tape/model.safetensors"]  # kept, not retrained
@@ -348,7 +357,7 @@ def test_dagger_stages_are_deterministic_and_resumable(tmp_path) -> None:
     # interrupt after round 0: round 1 and the final copy are gone; resume redoes just those
     shutil.rmtree(first / "dagger" / "round1")
     (first / final).unlink()
-    bc.train_policies(first, _dagger_config(), resume=True, progress=False)
+    train_policies(first, _dagger_config(), resume=True, progress=False)
     resumed = _stage_files(first)
     assert {k: v[0] for k, v in resumed.items()} == {k: v[0] for k, v in files.items()}
     for key in ("demos/tape.npz", "policies/bc-aux/tape/model.safetensors",

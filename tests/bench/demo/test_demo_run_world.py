@@ -78,7 +78,7 @@ def test_domain_envs_share_the_rig_and_differ_in_world():
         assert real.unwrapped.world.model.ngeom > sim.unwrapped.world.model.ngeom + 50
         for a, b in zip(sim.unwrapped.rig, real.unwrapped.rig, strict=True):
             np.testing.assert_array_equal(a.pose, b.pose)
-        from bench.demo.real import demo_rig
+        from bench.worlds.real import demo_rig
 
         tilted = demo_rig(sim.unwrapped.config, sim.unwrapped.world.robot, tilt_deg=30.0)
         np.testing.assert_array_equal(sim.unwrapped.rig[0].pose, tilted[0].pose)

@@ -72,7 +72,7 @@ def test_the_clean_render_is_the_demo_envs_observation():
     from bench.policies.base import make_policy
     from bench.scene.bundle import load_scene
     from bench.sim.observation import ObservationRenderer
-    from bench.study.executors import make_study_env
+    from bench.study.work_unit import make_study_env
 
     spec = SMALL.study_spec()
     bundle = load_scene(spec.scenes["flat"])

@@ -18,6 +18,7 @@ from bench.errors import BenchError
 from bench.study.executors import EXECUTORS, ExecutorConfig
 from bench.study.runner import run_study
 from bench.study.spec import StudySpec, spec_from_dict
+from bench.study.spec_file import spec_file_from_dict
 from bench.study.store import ResultsStore
 
 SPEC = StudySpec(name="tiny", sample_scenes={"a": 0, "b": 1}, sample_gaussians=3000,
@@ -62,27 +63,28 @@ def test_config_validation_and_registry():
     assert threads == max(1, os.cpu_count() // 2)
     # the spec key is validated but kept out of the spec (and its hash): resume may switch
     data = {**SPEC.to_json(), "executor": {"kind": "process", "workers": 2}}
-    assert spec_from_dict(data) == spec_from_dict(SPEC.to_json())
+    spec, executor = spec_file_from_dict(data)
+    assert spec == spec_from_dict(data) == spec_from_dict(SPEC.to_json())
+    assert executor == ExecutorConfig(kind="process", workers=2)
+    assert spec_file_from_dict(SPEC.to_json()).executor == ExecutorConfig()
     with pytest.raises(BenchError, match="unknown executor"):
-        spec_from_dict({**SPEC.to_json(), "executor": "threads"})
+        spec_file_from_dict({**SPEC.to_json(), "executor": "threads"})
 
 
 def test_cli_flags_override_spec_key(tmp_path):
     import argparse
 
-    from bench.study.executors import (
-        add_executor_arguments,
-        config_from_args,
-        executor_from_spec_file,
-    )
+    from bench.study.executors import add_executor_arguments, config_from_args
+    from bench.study.spec_file import load_spec
 
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps({**SPEC.to_json(), "executor": {"kind": "process",
                                                                     "retries": 5}}))
     parser = argparse.ArgumentParser()
     add_executor_arguments(parser)
-    config = config_from_args(parser.parse_args(["--num-workers", "3"]),
-                              executor_from_spec_file(spec_file))
+    spec, executor = load_spec(spec_file)  # the file read once: study and executor
+    assert spec == SPEC
+    config = config_from_args(parser.parse_args(["--num-workers", "3"]), executor)
     assert config == ExecutorConfig(kind="process", workers=3, retries=5)
 
 
@@ -99,9 +101,9 @@ def test_process_pool_matches_serial(serial, tmp_path):
 def test_killed_pool_worker_is_retried(serial, tmp_path, monkeypatch):
     import multiprocessing
 
-    import bench.study.runner as runner
+    import bench.study.rollouts as rollouts
 
-    commit, killed = runner.commit_outcome, []
+    commit, killed = rollouts.commit_outcome, []
 
     def commit_then_kill(*args):  # after the second stored row, SIGKILL one pool worker
         stored = commit(*args)
@@ -112,7 +114,7 @@ def test_killed_pool_worker_is_retried(serial, tmp_path, monkeypatch):
             killed.append(children[0].pid)
         return stored
 
-    monkeypatch.setattr(runner, "commit_outcome", commit_then_kill)
+    monkeypatch.setattr(rollouts, "commit_outcome", commit_then_kill)
     out = tmp_path / "k"
     result = run_study(SPEC, out, progress=False,
                        executor=ExecutorConfig(kind="process", workers=2, retries=3))
@@ -197,9 +199,9 @@ def _ray_task_pids() -> list[int]:
 @pytest.mark.slow
 def test_killed_ray_worker_is_retried(serial, tmp_path, monkeypatch):
     ray = pytest.importorskip("ray")
-    import bench.study.runner as runner
+    import bench.study.rollouts as rollouts
 
-    commit, killed = runner.commit_outcome, []
+    commit, killed = rollouts.commit_outcome, []
 
     def commit_then_kill(*args):  # after the second stored row, SIGKILL a busy ray worker
         stored = commit(*args)
@@ -213,7 +215,7 @@ def test_killed_ray_worker_is_retried(serial, tmp_path, monkeypatch):
                 time.sleep(0.05)
         return stored
 
-    monkeypatch.setattr(runner, "commit_outcome", commit_then_kill)
+    monkeypatch.setattr(rollouts, "commit_outcome", commit_then_kill)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              _node_ip_address="127.0.0.1")
     try:

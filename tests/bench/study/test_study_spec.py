@@ -8,13 +8,14 @@ import json
 import pytest
 
 from bench.errors import BenchError
+from bench.study.executors import ExecutorConfig
 from bench.study.spec import (
     DEFAULT_POLICIES,
     FIELD_TYPES,
     StudySpec,
-    load_spec,
     spec_from_dict,
 )
+from bench.study.spec_file import load_spec
 
 
 def test_load_resolves_paths_and_defaults(tmp_path):
@@ -22,7 +23,8 @@ def test_load_resolves_paths_and_defaults(tmp_path):
         "name": "s1", "scenes": {"lab": "scenes/lab"}, "sample_scenes": {"duo": 3},
         "tasks": ["Cup", "pen"], "policies": {"pen": ["expert", "noisy-expert"]},
         "trials": 4, "image_size": [96, 96], "real_domain": "simulated"}))
-    spec = load_spec(tmp_path / "spec.json")
+    spec, executor = load_spec(tmp_path / "spec.json")
+    assert executor == ExecutorConfig()  # no executor key: serial
     assert spec.scenes == {"lab": str((tmp_path / "scenes/lab").resolve())}
     assert spec.scene_names == ["duo", "lab"]
     assert spec.tasks == ("cup", "pen")

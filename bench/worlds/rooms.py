@@ -17,7 +17,7 @@ task grids of :mod:`bench.sim.tasks` apply unchanged.
 Rendering (:class:`GroundTruthRenderer`): MuJoCo with shadows on, pinhole views
 directly and fisheye views through :func:`bench.render.fisheye.render_cubemap`
 (the remap the env's wrist cameras use), then the seeded sensor model of
-:mod:`bench.demo.sensor`.
+:mod:`bench.worlds.sensor`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from bench.demo.sensor import SensorConfig, apply_sensor
 from bench.errors import BenchError
 from bench.scene.cameras import Camera, look_at
+from bench.worlds.sensor import SensorConfig, apply_sensor
 
 TEXTURE_STYLES = ("plaster", "wood", "tiles", "carpet", "concrete", "laminate")
 TEXTURE_PX = 128  # side of every procedural texture image

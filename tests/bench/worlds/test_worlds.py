@@ -1,5 +1,5 @@
-"""Ground-truth demo worlds (issue 12 item 1): distinct rooms, determinism, sensor
-statistics and the real-domain env (wrist-visible holes: test_demo_visibility.py)."""
+"""Ground-truth worlds (bench.worlds; issue 12 item 1): distinct rooms, determinism, sensor
+statistics and the real-domain env (wrist-visible holes: demo/test_demo_visibility.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from bench.demo.sensor import SensorConfig, apply_sensor, vignette
-from bench.demo.worlds import (
+from bench.errors import BenchError
+from bench.sim.camera_rig import fisheye_intrinsics
+from bench.worlds.rooms import (
     WORLDS,
     GroundTruthRenderer,
     build_room_model,
@@ -17,8 +18,7 @@ from bench.demo.worlds import (
     table_views,
     world_ids,
 )
-from bench.errors import BenchError
-from bench.sim.camera_rig import fisheye_intrinsics
+from bench.worlds.sensor import SensorConfig, apply_sensor, vignette
 from metrics.psnr import psnr
 
 SIZE = (64, 64)
@@ -108,9 +108,9 @@ def test_sensor_config_validates():
 
 
 def test_real_env_steps_with_ground_truth_renderer():
-    from bench.demo.real import ground_truth_scene, make_real_env
     from bench.policies.base import make_policy
     from bench.sim.env import SplatBenchEnv
+    from bench.worlds.real import ground_truth_scene, make_real_env
 
     env = make_real_env("gt-flat", "cup", image_size=(32, 32))
     obs, info = env.reset(seed=1)

@@ -1,7 +1,7 @@
 """The demo's "real" domain: bench.sim physics and robot inside a ground-truth room.
 
 :func:`make_real_env` builds a :class:`~bench.sim.env.SplatBenchEnv` whose MuJoCo
-model carries a room of :mod:`bench.demo.worlds` (added through the
+model carries a room of :mod:`bench.worlds.rooms` (added through the
 ``world_decorator`` hook of the env / ``decorate`` of :class:`~bench.sim.world.World`,
 visual geoms only, so the physics is the same as in the simulated domain), with
 ``background="none"`` (no Gaussians: MuJoCo draws room, table, robot and
@@ -16,7 +16,8 @@ Cameras: :func:`demo_rig` is the ``yubi-dual`` preset (two 200-degree fisheyes
 finger axis), as on a handheld gripper whose cameras look past the fingers: with
 the jaw pointing down, an untilted 200-degree lens sees at most 10 degrees above
 the horizon, the tilted one up to 55 degrees, so the ceiling over the table is in
-view during approach and transport (measured by :func:`bench.demo.visibility.ceiling_fraction`).
+view during approach and transport (measured by the demo's
+``bench.demo.visibility.ceiling_fraction``).
 The rig replaces ``env.rig`` before the first render (same keys and image sizes, so
 the observation space is unchanged).
 """
@@ -30,10 +31,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from bench.demo.sensor import apply_sensor
-from bench.demo.worlds import WorldConfig, get_world, room_decorator
 from bench.scene.bundle import SceneBundle
 from bench.scene.gaussians import GaussianSplats
+from bench.worlds.rooms import WorldConfig, get_world, room_decorator
+from bench.worlds.sensor import apply_sensor
 
 DEMO_TILT_DEG = 45.0  # forward tilt of the demo's wrist fisheyes (see the module docstring)
 
@@ -120,7 +121,7 @@ def make_real_env(world: WorldConfig | str, task: str = "cup", *,
     """A "real"-domain env: ``task`` in ground-truth room ``world``.
 
     Args:
-        world: A :class:`~bench.demo.worlds.WorldConfig` or id (``gt-duo``, ...).
+        world: A :class:`~bench.worlds.rooms.WorldConfig` or id (``gt-duo``, ...).
         task: Task name or file (as :class:`~bench.sim.env.SplatBenchEnv`).
         tilt_deg: Forward tilt of the ``yubi-dual`` rig (:func:`demo_rig`); None keeps
             ``cameras`` as given in ``overrides`` (default ``yubi-dual`` untilted).
