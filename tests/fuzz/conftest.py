@@ -82,6 +82,12 @@ def sample_scene(tmp_path_factory) -> Path:
 
 
 @pytest.fixture()
+def tree_snapshot():
+    """:func:`snapshot` for tests that compare a workspace before and after by hand."""
+    return snapshot
+
+
+@pytest.fixture()
 def workspace(tmp_path, monkeypatch, sample_scene) -> Path:
     """A temp workspace (the cwd) with ``scene/`` (a bundle) and the ``victim/`` sentinel tree."""
     ws = tmp_path / "ws"

@@ -20,24 +20,6 @@ from bench.cli import main
 MARKER = b'{"format": "splatbench-output/1"}\n'
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    """Relative path -> sha256 (files), 'dir' or 'link:<target>' (as tests/fuzz/conftest.py)."""
-    import hashlib
-
-    state = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            rel = str(path.relative_to(root))
-            if path.is_symlink():
-                state[rel] = "link:" + os.readlink(path)
-            elif path.is_dir():
-                state[rel] = "dir"
-            else:
-                state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return state
-
-
 def _journal(ws: Path, **changes) -> Path:
     swap = ws / ".scene.splatbench-swap"
     (swap / "old").mkdir(parents=True)
@@ -76,15 +58,15 @@ def test_journal_through_a_link_leaving_the_bundle_is_refused(workspace, refused
     refused(["scene", "info", "scene"], fragment="leads outside")
 
 
-def test_swap_folder_that_is_a_link_is_ignored(workspace, capsys):
+def test_swap_folder_that_is_a_link_is_ignored(workspace, capsys, tree_snapshot):
     (workspace / "victim" / "journal.json").write_text('{"format": "splatbench-swap/1"}')
     (workspace / ".scene.splatbench-swap").symlink_to(workspace / "victim")
-    before = snapshot(workspace)
+    before = tree_snapshot(workspace)
     assert main(["scene", "info", "scene"]) == 0
-    assert snapshot(workspace) == before
+    assert tree_snapshot(workspace) == before
 
 
-def test_staging_names_that_are_not_dead_bench_staging_are_kept(workspace, capsys):
+def test_staging_names_that_are_not_dead_bench_staging_are_kept(workspace, capsys, tree_snapshot):
     """Links, unmarked folders, linked markers and other outputs' names are never deleted."""
     (workspace / "victim" / ".splatbench-output").write_bytes(MARKER)
     (workspace / ".out.ab12cd34.tmp").symlink_to(workspace / "victim")
@@ -100,14 +82,15 @@ def test_staging_names_that_are_not_dead_bench_staging_are_kept(workspace, capsy
     near = workspace / ".out.ab12cd34x.tmp"  # not a mkdtemp name of `out`
     near.mkdir()
     (near / ".splatbench-output").write_bytes(MARKER)
-    before = snapshot(workspace)
+    before = tree_snapshot(workspace)
     assert main(["scene", "sample", "--out", "out", "--gaussians", "100"]) == 0
-    after = snapshot(workspace)
+    after = tree_snapshot(workspace)
     assert {k: v for k, v in after.items() if k == "out" or not k.startswith("out/")} == \
         {**before, "out": "dir"}
 
 
-def test_manifest_listing_paths_outside_the_bundle_never_touches_them(workspace, capsys):
+def test_manifest_listing_paths_outside_the_bundle_never_touches_them(workspace, capsys,
+                                                                        tree_snapshot):
     """An in-place edit treats only manifest entries inside the bundle as the bench's."""
     manifest = {"tool": "scene-sample/1", "bench_version": "0", "outputs": {
         "../victim/scan.ply": {"path": "../victim/scan.ply", "sha256": "0"},
@@ -116,9 +99,9 @@ def test_manifest_listing_paths_outside_the_bundle_never_touches_them(workspace,
     (workspace / "scene" / "manifest.json").write_text(json.dumps(manifest))
     (workspace / "scene" / "evil.json").symlink_to(workspace / "victim" / "clean" /
                                                    "important.txt")
-    victim = {k: v for k, v in snapshot(workspace).items() if k.startswith("victim")}
+    victim = {k: v for k, v in tree_snapshot(workspace).items() if k.startswith("victim")}
     assert main(["scene", "edit", "scene", "--table-height", "0.02", "--no-previews"]) == 0
-    assert {k: v for k, v in snapshot(workspace).items() if k.startswith("victim")} == victim
+    assert {k: v for k, v in tree_snapshot(workspace).items() if k.startswith("victim")} == victim
     assert os.path.islink(workspace / "scene" / "evil.json")  # a link it does not own: kept
 
 
