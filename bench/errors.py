@@ -8,3 +8,8 @@ that names the problem *and* the fix.
 
 class BenchError(ValueError):
     """A user-facing error: bad input, missing file, refused overwrite."""
+
+
+def count_noun(count: int, singular: str, plural: str | None = None) -> str:
+    """``"1 Gaussian"``, ``"2 Gaussians"``: a count with its noun in the right number."""
+    return f"{count:,} {singular if count == 1 else (plural or singular + 's')}"

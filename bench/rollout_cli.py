@@ -23,7 +23,7 @@ TOOL = "rollout/1"
 #: EnvConfig fields exposed as ``bench rollout`` flags (``--obs-mode`` for ``obs_mode``).
 ENV_FLAGS = ("task", "robot", "cameras", "obs_mode", "background", "fisheye_mode",
              "render_backend", "image_size", "execute", "max_frames", "controller_gains",
-             "shadows")
+             "shadows", "min_table_gaussians")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -112,6 +112,9 @@ def _validate(args: argparse.Namespace) -> None:
     if args.video and args.cameras != "wrist":
         raise BenchError("--video records the wrist_rgb view; use --cameras wrist with --video "
                          "(state streams work with every rig)")
+    if args.min_table_gaussians < 0:
+        raise BenchError(f"--min-table-gaussians must be >= 0 (0 skips the check), got "
+                         f"{args.min_table_gaussians}")
     if args.latency_ms is not None and not 0 <= args.latency_ms < 1e6:
         raise BenchError(f"--latency-ms must be in [0, 1e6) ms, got {args.latency_ms}")
     _policy_kwargs(args.policy_kwargs)
@@ -239,6 +242,7 @@ def _make_env(args: argparse.Namespace, task, scene):
         max_frames=args.max_frames,
         controller_gains=args.controller_gains,
         shadows=args.shadows,
+        min_table_gaussians=args.min_table_gaussians,
     )
 
 
@@ -254,8 +258,7 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
     Returns:
         (records, {output name: path} of the videos and state streams, policy wall seconds).
     """
-    from tqdm import tqdm
-
+    from bench.progress import progress as progress_bar
     from bench.sim.rollout import Execution, run_episode
 
     execution = (Execution() if args.latency_ms is None
@@ -263,7 +266,7 @@ def _run_episodes(args: argparse.Namespace, env, policy, task, tmp):
     init_indices = range(args.seed_start, args.seed_start + args.episodes)
     records, outputs, wall, latencies = [], {}, 0.0, []
     for episode, init_index in enumerate(
-        tqdm(init_indices, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
+        progress_bar(init_indices, desc=f"rollout {task.name}", unit="ep", file=sys.stderr)
     ):
         states = [] if args.save_states else None
         record, frames, seconds = run_episode(

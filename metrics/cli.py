@@ -48,7 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--clean", type=Path,
                    help="clean scene bundle: also score it on the same views and report "
                    "dQ = Q_variant - Q_clean in the summary")
-    p.add_argument("--variant", help="variant label for the CSV (default: scene name)")
+    p.add_argument("--variant", help="variant label for the CSV (default: the condition a "
+                   "bench perturb bundle records, e.g. hole-54, else the scene name)")
     p.add_argument("--metrics",
                    help="comma-separated scorers: psnr, ssim, lpips, nvs-sqa, pyiqa:<name> "
                    f"(defaults: {'; '.join(f'{k}: {v}' for k, v in DEFAULT_METRICS.items())})")
@@ -165,6 +166,10 @@ def run(args: argparse.Namespace) -> int:
             raise BenchError(f"{protocol} views are no-reference; drop {', '.join(fr)} "
                              "(use nvs-sqa or a pyiqa NR metric)")
     progress = not args.no_progress
+    if args.variant is None and args.scene is not None and protocol != "images":
+        from perturbations.apply import condition_label
+
+        args.variant = condition_label(args.scene)  # a perturbed bundle names its condition
     episodes, clean_views = _collect_views(args, protocol, progress=progress)
     for view_set in episodes:
         V.validate_views_for_scoring(view_set)

@@ -119,6 +119,31 @@ def natural_key(name: str) -> list[object]:
     return [int(tok) if tok.isdigit() else tok.lower() for tok in re.split(r"(\d+)", name)]
 
 
+#: The index prefix ``bench render`` puts before a camera's name (``0000_test_00.png``).
+_INDEX_PREFIX = re.compile(r"\d{4,}_(.+)")
+
+
+def images_by_camera(files: list[Path]) -> dict[str, Path]:
+    """Name -> image file, for pairing images with cameras by the camera's name.
+
+    Each file answers to its file name, its stem and, when the stem starts with an
+    index prefix as ``bench render`` writes (``0000_test_00.png``), the stem after it
+    (``test_00``). An exact name or stem wins over a prefix-stripped one.
+    """
+    stripped = {}
+    for p in files:
+        match = _INDEX_PREFIX.fullmatch(p.stem)
+        if match:
+            stripped.setdefault(match.group(1), p)
+    return stripped | {p.name: p for p in files} | {p.stem: p for p in files}
+
+
+def image_for_camera(by_name: dict[str, Path], camera_name: str) -> Path | None:
+    """The image of camera ``camera_name`` in :func:`images_by_camera`'s map, or None."""
+    name = Path(camera_name).name
+    return by_name.get(name) or by_name.get(Path(name).stem)
+
+
 def list_images(folder: str | os.PathLike) -> list[Path]:
     """Image files directly inside ``folder``, in natural order (frame_2 before frame_10).
 

@@ -33,7 +33,14 @@ import numpy as np
 
 from bench.errors import BenchError
 from metrics.base import Scorer
-from metrics.images import as_image_batch, list_images, read_folder, read_image
+from metrics.images import (
+    as_image_batch,
+    image_for_camera,
+    images_by_camera,
+    list_images,
+    read_folder,
+    read_image,
+)
 
 PROTOCOLS = ("test", "obs-probe", "obs-policy", "images")
 CAMERA_ROLES = {"test": "test", "obs-probe": "obs_probe"}
@@ -160,7 +167,7 @@ def render_frames(
     progress: bool = True,
 ) -> np.ndarray:  # -> [N, H, W, 3] float32
     """Render every camera with ``bench.render.render`` (or ``render_fn``, same signature)."""
-    from tqdm import tqdm
+    from bench.progress import progress as progress_bar
 
     if render_fn is None:
         from bench.render import render as render_fn
@@ -170,7 +177,8 @@ def render_frames(
             f"cameras have different image sizes {sorted(sizes)}; score each size separately"
         )
     frames = []
-    for cam in tqdm(cameras, desc="render", unit="view", file=sys.stderr, disable=not progress):
+    for cam in progress_bar(cameras, desc="render", unit="view", file=sys.stderr,
+                            disable=not progress):
         out = render_fn(splats, cam, backend=backend, background=background)
         frames.append(np.clip(np.asarray(out.rgb, dtype=np.float32), 0.0, 1.0))
     return np.stack(frames)
@@ -190,9 +198,9 @@ def match_references(  # -> [N, H, W, 3] uint8
         BenchError: when the folder is empty, names do not resolve and the counts differ.
     """
     files = list_images(gt_dir)
-    by_name = {p.name: p for p in files} | {p.stem: p for p in files}
-    if all(n in by_name for n in frame_names):
-        chosen = [by_name[n] for n in frame_names]
+    by_name = images_by_camera(files)  # name, stem, or the stem after bench render's NNNN_
+    if all(image_for_camera(by_name, n) is not None for n in frame_names):
+        chosen = [image_for_camera(by_name, n) for n in frame_names]
     elif len(files) == len(frame_names):
         chosen = files  # natural file order == camera-file order
     else:
@@ -363,7 +371,7 @@ def score_views(
     Raises:
         BenchError: a full-reference scorer on a view set without references.
     """
-    from tqdm import tqdm
+    from bench.progress import progress as progress_bar
 
     for scorer in scorers:
         if scorer.info.mode == "FR" and views.references is None:
@@ -374,7 +382,8 @@ def score_views(
     rows: list[ScoreRow] = []
     n = len(views.frames)
     total = sum(1 if s.info.unit == "sequence" else math.ceil(n / batch_frames) for s in scorers)
-    bar = tqdm(total=total, desc="score", unit="batch", file=sys.stderr, disable=not progress)
+    bar = progress_bar(total=total, desc="score", unit="batch", file=sys.stderr,
+                       disable=not progress)
     for scorer in scorers:
         info = scorer.info
         bar.set_postfix_str(info.name)

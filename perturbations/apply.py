@@ -162,6 +162,28 @@ def perturb_manifest(result: PerturbResult, outputs: dict[str, Path]) -> dict[st
     )
 
 
+def condition_label(bundle_dir: str | os.PathLike) -> str | None:
+    """The condition a perturbed bundle holds, from its ``manifest.json``; None for others.
+
+    The registry entry applied (``hole-54``), with its overrides when any were given
+    (``hole[radius=0.05]``). A perturbed bundle keeps the clean scene's name, so this is
+    what tells it apart (``bench score``'s default variant label); it is read from the
+    manifest every perturbed bundle already has, so no bundle's bytes change.
+    """
+    path = Path(bundle_dir) / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    entry = data.get("entry") if isinstance(data, dict) else None
+    if not isinstance(entry, str) or not entry:
+        return None
+    overrides = data.get("overrides")
+    if isinstance(overrides, dict) and overrides:
+        return entry + "[" + ",".join(f"{k}={v}" for k, v in sorted(overrides.items())) + "]"
+    return entry
+
+
 def save_perturbed(result: PerturbResult, out: str | os.PathLike, *,
                    overwrite: bool = False, inputs: tuple = ()) -> Path:
     """Write the edited bundle + ``manifest.json`` into ``out`` (staged, all or nothing).

@@ -234,7 +234,7 @@ def _run_reliability(args: argparse.Namespace) -> int:
     from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
     from bench.safety import preflight_output_dir
     from protocols.metric_directions import is_lower_better
-    from protocols.reliability import evaluate_methods
+    from protocols.reliability import evaluate_methods, pooled_choice
     from protocols.yubi_report import write_predictions, write_reliability
 
     inputs = [("--scores", args.scores), ("--labels", args.labels)]
@@ -298,12 +298,7 @@ def _run_reliability(args: argparse.Namespace) -> int:
             },
         )
         atomic_write_json(staging / "manifest.json", manifest)
-    best = max(
-        results[:-1],
-        key=lambda r: sum(r.correct[t] for t in targets if t != all_name),
-        default=None,
-    )
-    summary = f"; best pooled method: {best.method}" if best is not None else ""
+    summary = "; " + pooled_choice(results, predictions, targets, all_target=all_name)
     print(
         f"wrote {args.out}/reliability.csv ({len(results) - 1} methods + always-reliable){summary}"
     )

@@ -122,6 +122,15 @@ def study_inputs(tables_dir: Path) -> tuple[list[tuple], list[tuple], list[Path]
     study.s own reliability table.
     """
     quality, label_file = tables_dir / "quality.csv", tables_dir / "reliability_labels.csv"
+    if quality.is_file() and not label_file.is_file():
+        with open_csv_text(quality) as handle:
+            scenes = sorted({row["scene"] for row in csv.DictReader(handle)})
+        why = (f"the study has {len(scenes)} scene{'' if len(scenes) == 1 else 's'} "
+               f"({', '.join(scenes)}) and leave-one-scene-out reliability needs >= 2; run a "
+               "study with two or more scenes" if len(scenes) < 2 else
+               "no comparison was rankable (real outcomes not tied) in >= 2 scenes; add trials "
+               "or scenes")
+        raise FileNotFoundError(f"{label_file} not found: {why}")
     for path in (quality, label_file):
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found; pass a study's tables/ directory "

@@ -313,8 +313,81 @@ def always_reliable(labels: Mapping[str, Mapping[tuple[str, str], int]]) -> Meth
     return MethodResult(ALWAYS_RELIABLE, correct, total)
 
 
+#: Fewest discordant decisions for which an exact two-sided McNemar test can reach
+#: p < 0.05: with d discordant decisions all in one method's favour, p = 2 * 0.5**d,
+#: 0.0625 for d = 5 and 0.031 for d = 6.
+MIN_DISCORDANT = 6
+#: Significance level of the pooled choice (:func:`pooled_choice`).
+CHOICE_ALPHA = 0.05
+
+
+def mcnemar_exact_p(b: int, c: int) -> float:
+    """Exact two-sided McNemar p of ``b`` vs ``c`` discordant decisions (binomial, p = 1/2)."""
+    from math import comb
+
+    d = b + c
+    if d == 0:
+        return 1.0
+    tail = sum(comb(d, k) for k in range(min(b, c) + 1)) / 2**d
+    return float(min(1.0, 2.0 * tail))
+
+
+def pooled_choice(results: Sequence[MethodResult],
+                  predictions: Mapping[tuple[str, str], Sequence[Prediction]],
+                  targets: Sequence[str], *, all_target: str | None = None) -> str:
+    """One line naming the best pooled method only when the decisions can tell.
+
+    Pools each method's held-out decisions over ``targets`` (minus ``all_target``);
+    ``results`` ends with the always-reliable baseline, which is not a candidate. Rule:
+    the two most correct methods are compared decision by decision (exact two-sided
+    McNemar test); a winner is named when p < :data:`CHOICE_ALPHA`, which needs at least
+    :data:`MIN_DISCORDANT` decisions where exactly one of them is right. Otherwise the
+    line says tied, too few decisions (with the number needed) or not significant.
+    """
+    methods = [r for r in results if r.method != ALWAYS_RELIABLE]
+    pooled = [t for t in targets if t != all_target]
+    if not methods or not pooled:
+        return "no method to choose"
+
+    def outcomes(method: str) -> dict[tuple[str, str, str], bool]:
+        return {(t, p.scene, p.variant): p.correct for t in pooled
+                for p in predictions.get((method, t), ())}
+
+    score = {r.method: sum(r.correct[t] for t in pooled) for r in methods}
+    total = {r.method: sum(r.total[t] for t in pooled) for r in methods}
+    ranked = sorted(methods, key=lambda r: -score[r.method])
+    best = ranked[0].method
+    if len(ranked) == 1:
+        return (f"one method ({best}: {score[best]}/{total[best]} correct), nothing to "
+                "compare it with")
+    runner = ranked[1].method
+    top = [r.method for r in ranked if score[r.method] == score[best]]
+    a, o = outcomes(best), outcomes(runner)
+    shared = sorted(set(a) & set(o))
+    b = sum(1 for k in shared if a[k] and not o[k])
+    c = sum(1 for k in shared if o[k] and not a[k])
+    if len(top) > 1:
+        tie = (f"tied: {', '.join(top)} ({score[best]}/{total[best]} correct each)")
+        if b + c < MIN_DISCORDANT:
+            return (f"{tie}; too few decisions to choose ({len(shared)} pooled, {b + c} where "
+                    f"they differ; an exact McNemar test needs >= {MIN_DISCORDANT})")
+        return tie
+    counts = (f"{best} {score[best]}/{total[best]} correct vs {runner} "
+              f"{score[runner]}/{total[runner]}")
+    if b + c < MIN_DISCORDANT:
+        return (f"too few decisions to choose ({counts}; they differ on {b + c} of "
+                f"{len(shared)} decisions, an exact two-sided McNemar test needs >= "
+                f"{MIN_DISCORDANT} to reach p < {CHOICE_ALPHA:g})")
+    p = mcnemar_exact_p(b, c)
+    if p >= CHOICE_ALPHA:
+        return f"no significant best ({counts}; exact McNemar p = {p:.3g})"
+    return f"best pooled method: {best} ({counts}; exact McNemar p = {p:.3g})"
+
+
 __all__ = [
     "ALL_THREE",
+    "CHOICE_ALPHA",
+    "MIN_DISCORDANT",
     "ALWAYS_RELIABLE",
     "FIT_CONSTANT",
     "FIT_THRESHOLD",
@@ -327,6 +400,8 @@ __all__ = [
     "candidate_thresholds",
     "evaluate_methods",
     "fit_threshold",
+    "mcnemar_exact_p",
+    "pooled_choice",
     "reliability_label",
     "scene_held_out_predictions",
 ]

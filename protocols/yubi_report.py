@@ -409,7 +409,7 @@ def _compare_published(rows, predictions, results, labels, data: YubiData) -> di
 
 def figures(data: YubiData, out: Path) -> list[Path]:
     """Fig. 4 (clean) and one disturbance panel figure per counterfactual condition."""
-    from tqdm import tqdm
+    from bench.progress import progress as progress_bar
 
     fig_dir = out / "figures"
     paths = ranking_figure(
@@ -421,7 +421,7 @@ def figures(data: YubiData, out: Path) -> list[Path]:
         scene_labels=SCENE_LABELS,
     )
     # progress on stderr, shown only on a terminal (disable=None)
-    for condition in tqdm(data.conditions, desc="figures", unit="fig", disable=None):
+    for condition in progress_bar(data.conditions, desc="figures", unit="fig", disable=None):
         paths += ranking_figure(
             fig_dir / f"disturbance_{condition}",
             data.counterfactual[condition],

@@ -87,10 +87,10 @@ def train_policy(  # -> (state_dict of tensors, training log)
     import time
 
     import torch
-    from tqdm import tqdm
 
     from bench.demo.demos import select_episodes
     from bench.errors import BenchError
+    from bench.progress import progress as progress_bar
 
     torch.manual_seed(config.seed)
     _deterministic_torch()
@@ -135,8 +135,8 @@ def train_policy(  # -> (state_dict of tensors, training log)
     order_rng = np.random.default_rng(config.seed)
     losses, aux_losses = [], []
     start = time.perf_counter()
-    bar = tqdm(range(config.epochs), desc=f"train {config.name}/{config.task}", unit="epoch",
-               disable=not progress, mininterval=5.0)
+    bar = progress_bar(range(config.epochs), desc=f"train {config.name}/{config.task}",
+                       unit="epoch", disable=not progress, mininterval=5.0)
     for _ in bar:
         order = torch.from_numpy(pool[order_rng.permutation(drawn)])
         total = total_aux = 0.0

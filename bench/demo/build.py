@@ -285,14 +285,15 @@ def build(out: str | Path, *, worlds: tuple[str, ...] = DEMO_WORLDS,
           conditions: tuple[str, ...] = DEMO_CONDITIONS, config: BuildConfig = BuildConfig(),
           progress: bool = True) -> list[Path]:
     """Build every (world, condition) background into ``out`` (resumable); returns the bundles."""
-    from tqdm import tqdm
+    from bench.progress import progress as progress_bar
 
     check_names(tuple(worlds), tuple(conditions))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(w, c) for w in worlds for c in conditions]
     done = []
-    for world, condition in tqdm(jobs, desc="demo build", unit="background", disable=not progress):
+    for world, condition in progress_bar(jobs, desc="demo build", unit="background",
+                                         disable=not progress):
         done.append(build_condition(world, condition, out, config, progress=progress))
     return done
 

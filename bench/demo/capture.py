@@ -267,15 +267,15 @@ def _write_png(path: Path, rgb: np.ndarray) -> None:  # rgb [H, W, 3] uint8
 def record_video(renderer: Any, world: Any, config: CaptureConfig, folder: Path, *,
                  progress: bool = False) -> tuple[list[Path], np.ndarray]:
     """Render the handheld video as PNG frames; returns (paths, poses [M, 4, 4])."""
-    from tqdm import tqdm
-
+    from bench.progress import progress as progress_bar
     from bench.worlds.sensor import apply_sensor
 
     path = walk_path(world, config)
     length, angle = blur_lengths(world, config)
     folder.mkdir(parents=True, exist_ok=True)
     files = []
-    for i in tqdm(range(config.video_frames), desc=f"{world.name} video", disable=not progress):
+    for i in progress_bar(range(config.video_frames), desc=f"{world.name} video",
+                          disable=not progress):
         cam = fisheye_camera(config, path["poses"][i])
         clean = renderer.render_clean(cam, face_px=config.face_px)
         blurred = motion_blur(clean, float(length[i]), float(angle[i]))

@@ -35,8 +35,6 @@ def dagger_rollouts(  # -> dict of arrays (DATASET_ARRAYS, AUX_ARRAYS) + "succes
     rows as deployed, or with probability ``beta`` the expert's chunk. Episode ids continue
     from ``first_episode`` (after the demonstrations and earlier rounds).
     """
-    from tqdm import tqdm
-
     from bench.demo.demos import (
         AUX_ARRAYS,
         DATASET_ARRAYS,
@@ -49,13 +47,15 @@ def dagger_rollouts(  # -> dict of arrays (DATASET_ARRAYS, AUX_ARRAYS) + "succes
     from bench.policies import make_policy
     from bench.policies.base import policy_observation, to_env_chunk
     from bench.policies.learned import LearnedPolicy
+    from bench.progress import progress as progress_bar
     from bench.worlds.real import REAL_DOMAIN
 
     envs: dict[str, Any] = {}
     parts: dict[str, list] = {name: [] for name, _ in (*DATASET_ARRAYS, *AUX_ARRAYS)}
     success = []
-    bar = tqdm(range(dagger.episodes), desc=f"dagger {policy_name}/{task} round {round_index}",
-               unit="ep", disable=not progress, mininterval=5.0)
+    bar = progress_bar(range(dagger.episodes),
+                       desc=f"dagger {policy_name}/{task} round {round_index}",
+                       unit="ep", disable=not progress, mininterval=5.0)
     for i in bar:
         world_index = i % len(WORLD_IDS)
         world = WORLD_IDS[world_index]

@@ -161,15 +161,14 @@ def record_demonstrations(  # -> dict of arrays (DATASET_ARRAYS) + "success" [ep
     config: DemonstrationConfig, *, progress: bool = True
 ) -> dict[str, np.ndarray]:
     """Record ``config.episodes`` noisy expert episodes (module docstring)."""
-    from tqdm import tqdm
-
     from bench.policies import make_policy
+    from bench.progress import progress as progress_bar
 
     envs: dict[str, Any] = {}
     parts: dict[str, list] = {name: [] for name, _ in (*DATASET_ARRAYS, *AUX_ARRAYS)}
     success = []
-    bar = tqdm(range(config.episodes), desc=f"demos {config.task}", unit="ep",
-               disable=not progress, mininterval=5.0)
+    bar = progress_bar(range(config.episodes), desc=f"demos {config.task}", unit="ep",
+                       disable=not progress, mininterval=5.0)
     for episode in bar:
         world_index = episode % len(config.worlds)
         world = config.worlds[world_index]

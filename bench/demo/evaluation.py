@@ -26,18 +26,17 @@ def evaluate_policy(name: str, task: str, *, trials: int,
     with :data:`bench.worlds.real.REAL_DOMAIN` (the study's rollout loop,
     :func:`bench.sim.rollout.run_episode`). Returns one row per trial.
     """
-    from tqdm import tqdm
-
     from bench.demo.demos import WORLD_IDS
     from bench.policies.learned import LearnedPolicy
+    from bench.progress import progress as progress_bar
     from bench.sim.rollout import run_episode
     from bench.worlds.real import REAL_DOMAIN
 
     worlds = tuple(worlds or WORLD_IDS)
     envs: dict[str, Any] = {}
     rows = []
-    for trial in tqdm(range(trials), desc=f"eval {name}/{task}", unit="ep",
-                      disable=not progress, mininterval=5.0):
+    for trial in progress_bar(range(trials), desc=f"eval {name}/{task}", unit="ep",
+                              disable=not progress, mininterval=5.0):
         world = worlds[trial % len(worlds)]
         if world not in envs:
             envs[world] = REAL_DOMAIN.make_env(world, task)

@@ -300,10 +300,10 @@ def measure_visibility(config: VisibilityConfig, *, progress: bool = False) -> V
     result = VisibilityResult()
     bar = None
     if progress:
-        from tqdm import tqdm
+        from bench.progress import progress as progress_bar
 
-        bar = tqdm(total=len(config.scenes) * len(config.tasks) * config.conditions,
-                   desc="visibility", unit="rollout", file=sys.stderr)
+        bar = progress_bar(total=len(config.scenes) * len(config.tasks) * config.conditions,
+                           desc="visibility", unit="rollout", file=sys.stderr)
     try:
         with tempfile.TemporaryDirectory(prefix="splatbench-visibility-") as tmp:
             for scene in config.scenes:

@@ -430,7 +430,7 @@ def select_from_images(
         timestamps: Per-index timestamps in seconds (overrides ``fps``).
         root: Directory the returned image paths are made relative to.
         cameras: Optional lens -> calibrated camera attached to every frame.
-        show_progress: Show a tqdm bar on stderr.
+        show_progress: Report progress on stderr (``bench.progress``).
 
     Returns:
         The selected frames, ids ``f{index:06d}`` (index in the sequence), time order.
@@ -446,9 +446,9 @@ def select_from_images(
                          f"(got {[len(images[lens]) for lens in lenses]})")
     stamps = _timestamps(count, fps=fps, timestamps=timestamps)
     scores = np.zeros((count, len(lenses)))
-    from tqdm import tqdm
+    from bench.progress import progress as progress_bar
 
-    for i in tqdm(range(count), desc="sharpness", disable=not show_progress, file=None):
+    for i in progress_bar(range(count), desc="sharpness", disable=not show_progress, file=None):
         for j, lens in enumerate(lenses):
             image = cv2.imread(str(images[lens][i]), cv2.IMREAD_GRAYSCALE)
             if image is None:
@@ -499,7 +499,7 @@ def select_from_videos(
         root: Directory the returned image paths are made relative to (default ``out_dir``'s
             parent, where ``capture.json`` normally lives).
         cameras: Optional lens -> calibrated camera attached to every frame.
-        show_progress: Show a tqdm bar on stderr.
+        show_progress: Report progress on stderr (``bench.progress``).
 
     Returns:
         The selected frames, ids ``f{index:06d}`` (video frame index), time order.
@@ -548,7 +548,8 @@ def select_from_videos(
 def _score_video(path: str | os.PathLike, *,
                  show_progress: bool) -> tuple[np.ndarray, float]:  # ([frames] sharpness, fps)
     import cv2
-    from tqdm import tqdm
+
+    from bench.progress import progress as progress_bar
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"video {path} does not exist; check the path")
@@ -559,7 +560,8 @@ def _score_video(path: str | os.PathLike, *,
     fps = float(capture.get(cv2.CAP_PROP_FPS)) or 0.0
     total = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
     scores = []
-    with tqdm(total=total, desc=f"sharpness {Path(path).name}", disable=not show_progress) as bar:
+    with progress_bar(total=total, desc=f"sharpness {Path(path).name}",
+                      disable=not show_progress) as bar:
         while True:
             ok, frame = capture.read()
             if not ok:

@@ -203,14 +203,15 @@ def reproject_capture(
             a staging folder that is renamed to it afterwards, for atomic writes).
         size: Width and height of each view in pixels (paper: 2048, f = size / 2).
         lenses: Lenses to reproject (default: every lens of the first frame).
-        show_progress: Show a tqdm bar on stderr.
+        show_progress: Report progress on stderr (``bench.progress``).
 
     Returns:
         The manifest with ``views`` replaced by the reprojected views (ids
         ``{frame}/{lens}/{view name}``) and their exact poses; test views are kept.
     """
     import cv2
-    from tqdm import tqdm
+
+    from bench.progress import progress as progress_bar
 
     if not manifest.frames:
         raise BenchError("the capture manifest lists no source frames; select frames first")
@@ -219,7 +220,7 @@ def reproject_capture(
     out.mkdir(parents=True, exist_ok=True)
     views = []
     maps_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-    for frame in tqdm(manifest.frames, desc="reproject", disable=not show_progress):
+    for frame in progress_bar(manifest.frames, desc="reproject", disable=not show_progress):
         for lens in lenses:
             if lens not in frame.images or lens not in frame.cameras:
                 raise BenchError(

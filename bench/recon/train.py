@@ -355,7 +355,7 @@ def train(
         config: Training settings.
         plan: A :class:`perturbations.coverage.CoveragePlan` (None: all views).
         init: Initial Gaussians (a seed); None draws gsplat's random init.
-        show_progress: tqdm bar on stderr.
+        show_progress: Report progress on stderr (``bench.progress``).
 
     Returns:
         A :class:`TrainResult` (Gaussians in the capture frame + the training log).
@@ -458,7 +458,8 @@ def evaluate_views(params, render, views: Sequence[View], images: ImageCache, *,
 
 def _train_loop(manifest, views, config, backend, device, init, show_progress) -> TrainResult:
     import torch
-    from tqdm import tqdm
+
+    from bench.progress import progress as progress_bar
 
     if backend == "gsplat":  # gsplat's split draws from torch's global generator
         torch.manual_seed(config.seed)
@@ -494,7 +495,7 @@ def _train_loop(manifest, views, config, backend, device, init, show_progress) -
 
     initial = len(params["means"])
     log_row(0)
-    bar = tqdm(range(config.iters), desc=f"train ({backend})", disable=not show_progress)
+    bar = progress_bar(range(config.iters), desc=f"train ({backend})", disable=not show_progress)
     for step in bar:
         if not order:  # a fresh seeded permutation of the views per epoch
             order = rng.permutation(len(views)).tolist()

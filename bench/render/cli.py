@@ -161,9 +161,8 @@ def run_render(args: argparse.Namespace) -> int:
     """Handler of ``bench render``."""
     from pathlib import Path
 
-    from tqdm import tqdm
-
     from bench.errors import BenchError
+    from bench.progress import progress as progress_bar
     from bench.provenance import atomic_write_json, make_manifest, staged_output_dir
     from bench.render import render, resolve_backend
     from bench.safety import check_image_size, preflight_output_dir
@@ -221,7 +220,7 @@ def run_render(args: argparse.Namespace) -> int:
     with staged_output_dir(args.out, overwrite=args.overwrite,
                            inputs=[("--scene", args.scene), ("cameras", cam_path)]) as tmp:
         outputs = {}
-        for i, cam in enumerate(tqdm(cameras, desc="render", unit="view", file=sys.stderr)):
+        for i, cam in enumerate(progress_bar(cameras, desc="render", unit="view", file=sys.stderr)):
             out = render(bundle.background, cam, backend=backend, background=background,
                          sh_degree=args.sh_degree, fisheye_mode=args.fisheye_mode, lod=lod)
             stem = _file_stem(i, cam.name)

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench.errors import BenchError
+from bench.errors import BenchError, count_noun
 from bench.geometry import Similarity
 from bench.scene.bundle import TableSpec
 from bench.scene.gaussians import GaussianSplats
@@ -330,9 +330,10 @@ def _prepare(means: np.ndarray, opacity: np.ndarray, cfg: RegisterConfig,
     usable = np.flatnonzero((opacity >= cfg.min_opacity) & np.isfinite(means).all(1))
     if len(usable) < cfg.min_gaussians:
         raise NoTableError(
-            f"no table found: only {len(usable)} Gaussians have opacity >= {cfg.min_opacity} "
-            f"(need >= {cfg.min_gaussians}); pass a full scan, or --world-from-splat FILE "
-            "with --table-center to register it by hand")
+            f"no table found: only {count_noun(len(usable), 'Gaussian')} "
+            f"{'has' if len(usable) == 1 else 'have'} opacity >= {cfg.min_opacity} "
+            f"(need >= {cfg.min_gaussians} to fit a table plane); pass the full scan export "
+            "(a cropped or haze-only scan has too few opaque Gaussians)")
     if len(usable) > cfg.max_points:
         usable = np.sort(rng.choice(usable, cfg.max_points, replace=False))
     points = means[usable].astype(np.float64)
@@ -551,6 +552,25 @@ def _no_table_message(search: _Search, patches: list[PlanePatch], cfg: RegisterC
     return (f"no table found: {what}; {largest}; fix: pass --up X,Y,Z (the scan's up "
             "direction) and --table-center X,Y,Z (a point on the table top, splat units), "
             "or register by hand with --world-from-splat FILE")
+
+
+def _given_registration_fix(message: str, cfg: RegisterConfig, *, near_given: bool) -> str:
+    """``message`` with the fix that applies when ``--world-from-splat`` fixed the registration.
+
+    The search then runs in world coordinates with up = +z, so --up / --table-size /
+    --world-from-splat (the fixes of the automatic search) do not apply.
+    """
+    head = message.split("; fix:", 1)[0]
+    if head == message:  # not the plane-search message (too few Gaussians, ...): as it is
+        return message
+    head = head.replace("from --up", "from world +z")  # up is the FILE's, not a --up flag
+    pick = ("move --table-center onto the table top (it lies on no plane patch)" if near_given
+            else "pass --table-center X,Y,Z (a point on the table top, scan coordinates) to "
+            "pick the plane")
+    return (f"{head}; with --world-from-splat the table is searched in world coordinates as a "
+            f"plane within {cfg.max_tilt_deg:g} deg of +z; fix: {pick}, or check that the FILE's "
+            "rotation maps the scan's up to world +z (a table that comes out tilted is not "
+            "found)")
 
 
 def _candidates(patches: list[PlanePatch], search: _Search, cfg: RegisterConfig,
@@ -924,8 +944,12 @@ def register_scan(splats: GaussianSplats, *, cfg: RegisterConfig | None = None,
         world_pts = sim.apply_points(splats.means)
         near = None if table_center is None else sim.apply_points(
             np.asarray(table_center, np.float64)[None])[0]
-        fit = find_table(world_pts, opacity, cfg=cfg, normals=normals @ sim.rotation.T.astype(
-            np.float32), up=np.array([0.0, 0.0, 1.0]), near=near, yaw_deg=table_yaw_deg)
+        try:
+            fit = find_table(world_pts, opacity, cfg=cfg, normals=normals @ sim.rotation.T.astype(
+                np.float32), up=np.array([0.0, 0.0, 1.0]), near=near, yaw_deg=table_yaw_deg)
+        except NoTableError as exc:
+            raise NoTableError(_given_registration_fix(str(exc), cfg,
+                                                       near_given=near is not None)) from None
         yaw = math.degrees(math.atan2(fit.long_axis[1], fit.long_axis[0]))
         yaw = (yaw + 90.0) % 180.0 - 90.0
         table = TableSpec(center=(float(fit.center[0]), float(fit.center[1])),
@@ -959,8 +983,8 @@ def check_scan(splats: GaussianSplats, *, source: str, min_gaussians: int = 100)
     """
     n = len(splats)
     if n < min_gaussians:
-        raise BenchError(f"{source}: only {n} Gaussians (need >= {min_gaussians} to find a "
-                         "table); pass the full scan export")
+        raise BenchError(f"{source}: only {count_noun(n, 'Gaussian')} (need >= {min_gaussians} "
+                         "to find a table); pass the full scan export")
     reach = float(np.abs(splats.means).max())
     if reach > 1e6:
         raise BenchError(f"{source}: Gaussian centres reach {reach:.3g} units (absurd for a "

@@ -138,7 +138,9 @@ class EnvConfig:
     success_hold_frames: int = 3
     max_delta_pos: float = 0.05
     max_delta_rot: float = 0.5
-    min_table_gaussians: int = 50
+    min_table_gaussians: int = field(default=50, metadata={
+        "help": "fewest background Gaussians that must lie on the table top (0 skips the "
+        "registration check)", "unit": "count"})
     robot: str = field(default="floating-gripper", metadata={
         "help": "embodiment: floating-gripper, arm6 (6-DoF arm, differential IK), a robot .json "
         "or an MJCF/URDF path"})

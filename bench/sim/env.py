@@ -66,7 +66,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from bench.errors import BenchError
+from bench.errors import BenchError, count_noun
 from bench.geometry import interpolate_pose, rotvec_to_mat
 from bench.sim.config import EnvConfig
 from bench.sim.env_render import EnvRendering
@@ -119,11 +119,13 @@ def check_table_registration(
         count = int(on_top.sum())
     if count < minimum:
         raise BenchError(
-            f"scene {getattr(scene, 'name', '?')!r}: only {count} background Gaussians lie within "
+            f"scene {getattr(scene, 'name', '?')!r}: only "
+            f"{count_noun(count, 'background Gaussian')} {'lies' if count == 1 else 'lie'} within "
             f"{band * 100:.0f} cm of the table top (need >= {minimum}), so the registration "
             "puts the "
             "table out of view; fix world_from_splat / the table spec in scene.json "
-            "(or pass min_table_gaussians=0 to skip this check)"
+            "(or skip this check: bench rollout --min-table-gaussians 0, "
+            "EnvConfig(min_table_gaussians=0) in Python)"
         )
     return count
 

@@ -237,7 +237,9 @@ def reliability(spec: StudySpec, by_condition: dict[str, dict], quality: dict, o
     :func:`protocols.reliability.evaluate_methods`).
     """
     if len(spec.scene_names) < 2:
-        return [], {"skipped": "needs at least 2 scenes"}
+        return [], {"skipped": f"leave-one-scene-out reliability needs >= 2 scenes, the study "
+                               f"has {len(spec.scene_names)} ({', '.join(spec.scene_names)}); "
+                               "add a scene to get tables/reliability.csv"}
     # a target needs labelled conditions in >= 2 scenes to hold one scene out
     usable = {t: m for t, m in reliability_labels(spec, by_condition).items()
               if len({s for s, _ in m}) >= 2}
@@ -246,7 +248,9 @@ def reliability(spec: StudySpec, by_condition: dict[str, dict], quality: dict, o
         if np.isfinite(value):
             scores[f"{protocol}:{metric}"][(scene, cond)] = value
     if not usable or not scores:
-        return [], {"skipped": "no rankable comparisons in at least two scenes"}
+        return [], {"skipped": "no comparison is rankable (real outcomes not tied) in >= 2 "
+                               "scenes, which leave-one-scene-out reliability needs; add trials "
+                               "or scenes to get tables/reliability.csv"}
     directions = {m: is_lower_better(m.split(":", 1)[1]) for m in scores}
     results, _ = evaluate_methods(dict(sorted(scores.items())), usable, lower_better=directions)
     targets = list(usable)

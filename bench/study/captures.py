@@ -8,7 +8,8 @@ Per scene the spec names either
   list), ``transforms.json`` (nerfstudio; ``k1..k4``/``p1``/``p2`` read) or a
   COLMAP model (``cameras``/``images`` ``.txt`` or ``.bin``, in the folder or
   ``sparse/0``; SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV and
-  OPENCV_FISHEYE read). Images pair with cameras by file name (or stem).
+  OPENCV_FISHEYE read). Images pair with cameras by file name or stem, also after an
+  index prefix as ``bench render`` writes (``0000_test_00.png`` for camera ``test_00``).
 
 Camera frames are data: a camera file states ``"frame": "world"`` or ``"splat"``
 (:mod:`bench.scene.camera_files`); one without the key (COLMAP, nerfstudio, older
@@ -146,7 +147,7 @@ def _raw_views(source: Path) -> tuple[list[Any], list[Path], Any]:
     """(cameras with distortion, image paths, their CameraFile) of a capture source."""
     from bench.recon.capture import CaptureManifest
     from bench.scene.camera_files import CameraFile, load_camera_file
-    from metrics.images import list_images
+    from metrics.images import image_for_camera, images_by_camera, list_images
 
     if source.is_file():
         manifest = CaptureManifest.load(source, require_views=False)
@@ -161,16 +162,28 @@ def _raw_views(source: Path) -> tuple[list[Any], list[Path], Any]:
                               keep_distortion=True)
     cameras = list(loaded.cameras)
     files = list_images(source if not (source / "images").is_dir() else source / "images")
-    by_name = {p.name: p for p in files} | {p.stem: p for p in files}
+    by_name = images_by_camera(files)  # name, stem, or the stem after bench render's NNNN_
     images = []
     for cam in cameras:
-        name = Path(cam.name).name
-        hit = by_name.get(name) or by_name.get(Path(name).stem)
+        hit = image_for_camera(by_name, cam.name)
         if hit is None:
-            raise BenchError(f"captures folder {source}: no image for camera {cam.name!r}; "
-                             "name each image like its camera's image name")
+            shown = ", ".join(p.name for p in files[:4]) + (
+                f" and {len(files) - 4} more" if len(files) > 4 else "")
+            raise BenchError(f"captures folder {source}: no image for camera {cam.name!r} "
+                             f"among the {len(files)} found ({shown}); name each image like its "
+                             "camera (test_00.png), optionally after an index prefix as bench "
+                             "render writes (0000_test_00.png)")
         images.append(hit)
     return cameras, images, loaded
+
+
+def check_capture_images(spec: Any) -> None:
+    """Refuse a captures folder whose images do not pair with its cameras (no rendering)."""
+    for scene, source in sorted(spec.captures.items()):
+        try:
+            _raw_views(Path(source))
+        except BenchError as exc:
+            raise BenchError(f"captures of scene {scene!r}: {exc}") from None
 
 
 def undistort(image: np.ndarray, camera: Any) -> tuple[np.ndarray, Any, dict[str, Any]]:

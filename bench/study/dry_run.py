@@ -104,7 +104,13 @@ def measure_rollouts(spec: StudySpec) -> dict[str, float]:
         else:
             env = bench.sim.make_env(task, bundle, **overrides)
         try:
-            policy = make_policy(spec.policies[task][0], env, seed=spec.seed)
+            label = spec.policies[task][0]  # a registry name or the label of an entry point
+            if label in spec.policy_refs:
+                from bench.policies.entry import build_ref
+
+                policy = build_ref(spec.policy_refs[label], env, seed=spec.seed)
+            else:
+                policy = make_policy(label, env, seed=spec.seed)
             start = time.perf_counter()
             run_episode(env, policy, init_index=init_index(spec, "sim", 0), episode=0)
             seconds[task] = time.perf_counter() - start

@@ -216,7 +216,7 @@ class Driver:
         commit: Called with every :class:`RolloutOutcome` / :class:`MeasuredLatency`.
         attempt_failed: Called with (rollout key, reason); returns True if the rollout
             may be retried.
-        bar: A tqdm bar (one update per rollout).
+        bar: A ``bench.progress.progress`` reporter (one update per rollout).
     """
 
     def __init__(self, commit: Callable[[Any], None],

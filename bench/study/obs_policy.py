@@ -81,8 +81,7 @@ def condition_view_sets(spec: Any, out: Path, scene: str, condition: str) -> lis
 
 def score_obs_policy(spec: Any, out: Path, store: Any, *, progress: bool = True) -> None:
     """NR scores of every (scene, condition)'s OBS-Policy frames into the store (once)."""
-    from tqdm import tqdm
-
+    from bench.progress import progress as progress_bar
     from metrics.registry import get_scorer
     from metrics.views import score_views
 
@@ -91,8 +90,8 @@ def score_obs_policy(spec: Any, out: Path, store: Any, *, progress: bool = True)
     scorers = [s for s in (get_scorer(m) for m in spec.metrics) if s.info.mode == "NR"]
     todo = [(s, c) for s in spec.scene_names for c in spec.all_conditions
             if not store.has_quality(spec.name, s, c, PROTOCOL)]
-    for scene, cond in tqdm(todo, desc="obs-policy", unit="condition", file=sys.stderr,
-                            disable=not progress):
+    for scene, cond in progress_bar(todo, desc="obs-policy", unit="condition", file=sys.stderr,
+                                    disable=not progress):
         rows = []
         for views in condition_view_sets(spec, out, scene, cond):
             rows += score_views(views, scorers, progress=False)

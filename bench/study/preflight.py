@@ -290,6 +290,9 @@ def check_study(spec: StudySpec, out: str | os.PathLike, *,
     given.extend((f"captures.{scene}", path) for scene, path in sorted(spec.captures.items()))
     roots = [root for _what, _scene, root, _clean in _bundle_inputs(spec)]
     check_output_path(out, inputs=[*given, *roots])  # cheap, before any bundle is read
+    from bench.study.captures import check_capture_images
+
+    check_capture_images(spec)  # every captured image pairs with its camera (no render)
     inputs, background_bytes = check_bundles(spec)
     check_output_path(out, inputs=inputs)
     check_disk(out, *estimate_bytes(spec, background_bytes))

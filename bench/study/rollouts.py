@@ -47,8 +47,7 @@ def run_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict[tuple[str, 
     ``executor`` (:class:`bench.study.executors.ExecutorConfig`, default serial) says where
     the rollouts run; this process alone writes the store, whichever it is.
     """
-    from tqdm import tqdm
-
+    from bench.progress import progress as progress_bar
     from bench.study.executors import EXECUTORS, Driver, ExecutorConfig, chunks_of
     from bench.study.faults import RolloutLog
 
@@ -58,8 +57,8 @@ def run_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict[tuple[str, 
     parallel = EXECUTORS.entry(config.kind).meta["parallel"]
     todo = _missing_rollouts(spec, store)
     chunks = chunks_of(spec, todo, bundles, size=config.chunk_size if parallel else None)
-    bar = tqdm(total=sum(len(v) for v in todo.values()), desc="rollouts", unit="rollout",
-               file=sys.stderr, disable=not progress, smoothing=0.1)
+    bar = progress_bar(total=sum(len(v) for v in todo.values()), desc="rollouts",
+                       unit="rollout", file=sys.stderr, disable=not progress, smoothing=0.1)
     log = RolloutLog(store.path)
     ran = [0]
     failures: dict[tuple, int] = {}  # executor failures of this run, per rollout

@@ -95,8 +95,7 @@ def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict,
     Returns:
         The number of rollouts run now (resumed rows already stored are not counted).
     """
-    from tqdm import tqdm
-
+    from bench.progress import progress as progress_bar
     from bench.study.rollouts import run_rollouts
 
     config = spec.sequential
@@ -105,8 +104,8 @@ def run_sequential_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict,
     ran = 0
     results: dict[tuple[str, str], dict[str, Any]] = {}
     pairs = [(s, t) for s in spec.scene_names for t in spec.tasks]
-    bar = tqdm(total=len(pairs) * len(looks), desc="sequential looks", unit="look",
-               file=sys.stderr, disable=not progress)
+    bar = progress_bar(total=len(pairs) * len(looks), desc="sequential looks", unit="look",
+                       file=sys.stderr, disable=not progress)
     for scene, task in pairs:
         p1, p2 = spec.policies[task]
         decisions: dict[str, SequentialDecision] = {}

@@ -86,9 +86,9 @@ def run_rollout(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import gymnasium
-    from tqdm import tqdm
 
     import bench.sim  # noqa: F401 - registers splatbench/Rope-v0
+    from bench.progress import progress as progress_bar
     from bench.provenance import (
         atomic_write_bytes,
         atomic_write_json,
@@ -112,8 +112,8 @@ def run_rollout(args: argparse.Namespace) -> int:
         with staged_output_dir(args.out, overwrite=args.overwrite,
                                inputs=inputs) as tmp:
             init_indices = range(args.seed_start, args.seed_start + args.episodes)
-            for episode, init_index in enumerate(tqdm(init_indices, desc="rollout rope", unit="ep",
-                                                     file=sys.stderr)):
+            bar = progress_bar(init_indices, desc="rollout rope", unit="ep", file=sys.stderr)
+            for episode, init_index in enumerate(bar):
                 states = [] if args.save_states else None
                 record, frames, _ = run_episode(
                     env, policy, init_index=init_index, episode=episode, policy_name=args.policy,
