@@ -458,5 +458,8 @@ def run_demo(config: DemoConfig) -> Path:
                                  counts={"conditions": len(ctx.records)},
                                  extra={"stages": [n for n, _ in STAGES]})
         atomic_write_json(tmp / "manifest.json", manifest)
+        from bench.study.report import write_report_or_warn
+
+        write_report_or_warn(tmp)  # report/ (its own manifest.json), after the demo's
         print(f"[bench demo] wall time by stage (s): {ctx.timings}", file=sys.stderr)
     return config.out

@@ -30,6 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--include-clean", action="store_true",
                      help="also label and classify the clean condition in the reliability "
                      "classifier (default: the YUBI set, counterfactual conditions only)")
+    run.add_argument("--no-report", action="store_true",
+                     help="do not write the HTML report (--out/report/) at the end")
     run.add_argument("--dry-run", action="store_true",
                      help="print the resolved plan (cells, rollouts, retrainings, estimated CPU "
                      "time from one measured rollout per task) and write nothing")
@@ -47,6 +49,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("--format", default="csv", choices=EXPORT_FORMATS,
                         help="file format (parquet needs pyarrow)")
     export.set_defaults(func=_export)
+    report = inner.add_parser(
+        "report", help="write a study's self-contained HTML report",
+        description="One HTML page (index.html, images beside it in img/, manifest.json) of a "
+        "finished study output: design, success rates with Wilson intervals, ranking "
+        "agreement, transitions, Test-view quality with thumbnails, reliability predictors, "
+        "paired wrist-view rollouts (re-run deterministically) and provenance.")
+    report.add_argument("run_dir", metavar="RUN_DIR",
+                        help="a finished study output (bench study run --out, bench demo --out)")
+    report.add_argument("--out", default=None,
+                        help="report directory (default RUN_DIR/report; replaced if the bench "
+                        "wrote it)")
+    report.add_argument("--rollouts", type=int, default=2,
+                        help="paired rollouts re-run per condition (count, default 2)")
+    report.add_argument("--max-rollouts", type=int, default=40,
+                        help="cap on rollouts re-run in all (count, default 40)")
+    report.set_defaults(func=_report)
     from bench.study.compare_cli import add_compare_parser  # bench study compare
 
     add_compare_parser(inner)
@@ -96,6 +114,22 @@ def _run(args: argparse.Namespace) -> int:
               f"MAE {row['mae']:.1f} pp, MMRV {row['mmrv']:.3f}, Pearson {row['pearson']:.2f} "
               f"(real: {row['real_source']})")
     print(f"wrote {result.out} ({result.new_rollouts} new rollouts)")
+    if not args.no_report:
+        from bench.study.report import write_report_or_warn
+
+        write_report_or_warn(result.out)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from bench.errors import BenchError
+    from bench.study.report import write_report
+
+    if args.rollouts < 0 or args.max_rollouts < 0:
+        raise BenchError("--rollouts and --max-rollouts must be >= 0")
+    out = write_report(args.run_dir, args.out, rollouts_per_condition=args.rollouts,
+                       max_rollouts=args.max_rollouts)
+    print(f"wrote {out}/index.html")
     return 0
 
 

@@ -280,12 +280,12 @@ def prepare_conditions(spec: StudySpec, out: Path, store: ResultsStore, *,
     On resume a bundle whose manifest changed is refused by the store (its
     ``conditions`` row is stored with the old sha256).
     """
-    from tqdm import tqdm
+    from bench.progress import progress as progress_bar
 
     bundles: dict[tuple[str, str], ConditionBundle] = {}
     total = len(spec.scene_names) * len(spec.all_conditions)
-    bar = tqdm(total=total, desc="conditions", unit="bundle", file=sys.stderr,
-               disable=not progress)
+    bar = progress_bar(total=total, desc="conditions", unit="bundle", file=sys.stderr,
+                       disable=not progress)
     for scene in spec.scene_names:
         for cond, path, manifest, tool in _scene_entries(spec, out, scene, progress=progress):
             sha = sha256_file(manifest)
@@ -347,16 +347,15 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
     """
     import dataclasses
 
-    from tqdm import tqdm
-
+    from bench.progress import progress as progress_bar
     from bench.scene.bundle import load_scene
     from metrics.registry import get_scorer
     from metrics.views import obs_probe_views, scene_cameras, score_views, test_views
 
     scorers = [get_scorer(m) for m in spec.metrics]
     nr = [s for s in scorers if s.info.mode == "NR"]
-    bar = tqdm(total=len(spec.scene_names) * len(spec.all_conditions), desc="quality",
-               unit="condition", file=sys.stderr, disable=not progress)
+    bar = progress_bar(total=len(spec.scene_names) * len(spec.all_conditions), desc="quality",
+                       unit="condition", file=sys.stderr, disable=not progress)
     from bench.study.captures import SYNTHETIC, capture_views, prepare_test_capture
 
     sources = {}
@@ -531,6 +530,9 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
                     write_sequential_report(spec, sequential, tables_dir, out / "figures")
 
             tables = _write_tables(spec, store, out, analyse, export_extra)
+            skipped = (tables.get("reliability") or {}).get("skipped")
+            if skipped:  # said, not silent: bench reliability-inputs would find no labels
+                _log(f"no reliability tables: {skipped}")
     finally:
         store.close()  # releases the output lock too
     return StudyResult(out=out, bundles=bundles, new_rollouts=ran, tables=tables)
