@@ -258,15 +258,15 @@ class McNemar:
 def mcnemar_exact(predictor_correct: Sequence[bool], baseline_correct: Sequence[bool], *,
                   method: str = "", target: str = "") -> McNemar:
     """Exact McNemar test of two classifiers' correctness on the same decisions."""
-    from scipy.stats import binomtest
+    from protocols.stats import mcnemar_exact_p
 
     a = np.asarray(predictor_correct, dtype=bool)
     z = np.asarray(baseline_correct, dtype=bool)
     if a.shape != z.shape or a.ndim != 1:
         raise ValueError("McNemar needs the two classifiers' correctness on the same decisions")
     b, c = int(np.sum(a & ~z)), int(np.sum(~a & z))
-    p = 1.0 if b + c == 0 else float(binomtest(b, b + c, 0.5).pvalue)
-    return McNemar(method, target, int(a.sum()), int(z.sum()), int(a.size), b, c, min(p, 1.0))
+    return McNemar(method, target, int(a.sum()), int(z.sum()), int(a.size), b, c,
+                   mcnemar_exact_p(b, c))
 
 
 def holm_adjusted(p_values: Sequence[float]) -> np.ndarray:  # [M] -> [M]

@@ -35,6 +35,7 @@ import numpy as np
 
 from protocols.metric_directions import is_lower_better
 from protocols.ranking import CORRECT, REAL_TIE, PolicyPair
+from protocols.stats import mcnemar_exact_p
 
 FIT_THRESHOLD = "balanced_accuracy_threshold"
 FIT_CONSTANT = "training_class_constant"
@@ -319,17 +320,6 @@ def always_reliable(labels: Mapping[str, Mapping[tuple[str, str], int]]) -> Meth
 MIN_DISCORDANT = 6
 #: Significance level of the pooled choice (:func:`pooled_choice`).
 CHOICE_ALPHA = 0.05
-
-
-def mcnemar_exact_p(b: int, c: int) -> float:
-    """Exact two-sided McNemar p of ``b`` vs ``c`` discordant decisions (binomial, p = 1/2)."""
-    from math import comb
-
-    d = b + c
-    if d == 0:
-        return 1.0
-    tail = sum(comb(d, k) for k in range(min(b, c) + 1)) / 2**d
-    return float(min(1.0, 2.0 * tail))
 
 
 def pooled_choice(results: Sequence[MethodResult],

@@ -157,6 +157,18 @@ def fisher_exact_p(k1: int, n1: int, k2: int, n2: int) -> float:
     return float(min(1.0, result.pvalue))
 
 
+
+def mcnemar_exact_p(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value from the discordant counts of two paired classifiers.
+
+    ``b``: decisions only the first gets right; ``c``: only the second. Under the null each
+    discordant decision goes either way with probability 1/2, so the test is
+    ``scipy.stats.binomtest(b, b + c, 0.5)``; no discordant decision gives p = 1.
+    """
+    from scipy.stats import binomtest
+
+    return 1.0 if b + c == 0 else float(min(1.0, binomtest(b, b + c, 0.5).pvalue))
+
 @dataclass(frozen=True)
 class BetaPosterior:
     """Beta posterior of a success rate.
