@@ -14,10 +14,10 @@ else the registry name, else the entry point with ``:`` replaced by ``.``
 ``TypeError`` on its arguments and a return value that is not a policy each give a
 one-line :class:`~bench.errors.BenchError` naming the entry point.
 
-The entry-point helpers (:func:`load_factory`, :func:`check_policy`,
-:func:`build_entry_point`, :func:`is_entry_point`) live in :mod:`bench.policies.factory`,
-below the registry, and are re-exported here; the refs use the registry
-(:mod:`bench.policies.base`).
+The entry-point helpers (:func:`~bench.policies.factory.load_factory`,
+:func:`~bench.policies.factory.check_policy`, :func:`~bench.policies.factory.build_entry_point`,
+:func:`~bench.policies.factory.is_entry_point`) live in :mod:`bench.policies.factory`, below
+the registry; the refs use the registry (:mod:`bench.policies.base`).
 """
 
 from __future__ import annotations
@@ -27,12 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench.errors import BenchError
-from bench.policies.factory import (  # noqa: F401 - re-exported: the entry-point helpers
-    build_entry_point,
-    check_policy,
-    is_entry_point,
-    load_factory,
-)
+from bench.policies.factory import is_entry_point, load_factory
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 REF_KEYS = ("factory", "kwargs", "name")

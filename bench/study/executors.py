@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -581,6 +580,3 @@ def chunks_of(spec: Any, todo: dict, bundles: dict, *, size: int | None) -> list
                                        str(bundle.path), bundle.manifest_sha256, known))
     return chunks
 
-
-def _log(message: str) -> None:
-    print(f"[bench study] {message}", file=sys.stderr)
