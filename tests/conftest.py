@@ -83,3 +83,19 @@ def reference_numerics() -> None:
                     "before tests/conftest.py ran (by a pytest plugin? disable it with -p no:NAME)")
     pytest.skip(f"its golden was recorded under the reference numerics (tests/conftest.py), "
                 f"which need an x86-64 CPU with AVX2 + FMA: {why}")
+
+
+@pytest.fixture(scope="session")
+def rendered_sample_room(tmp_path_factory):
+    """``room/``: the sample room (3,000 Gaussians, seed 0); ``renders/``: ``bench render --role
+    test`` of it (world-frame cameras, ``0000_test_00.png`` names). Shared; treat as read-only."""
+    from bench.cli import main
+    from bench.scene.bundle import save_scene
+    from bench.scene.sample import make_sample_scene
+
+    root = tmp_path_factory.mktemp("rendered_room")
+    save_scene(make_sample_scene(seed=0, n_gaussians=3000), root / "room")
+    argv = ["render", "--scene", root / "room", "--role", "test", "--out", root / "renders",
+            "--backend", "cpu"]
+    assert main([str(a) for a in argv]) == 0
+    return root

@@ -17,17 +17,8 @@ POLICY_DIR = Path(__file__).parent / "policies"
 
 
 @pytest.fixture(scope="module")
-def room(tmp_path_factory):
-    """A sample room (2,000 Gaussians) and ``bench render --role test`` of it."""
-    from bench.scene.bundle import save_scene
-    from bench.scene.sample import make_sample_scene
-
-    root = tmp_path_factory.mktemp("frictions")
-    save_scene(make_sample_scene(seed=0, n_gaussians=2000), root / "room")
-    argv = ["render", "--scene", root / "room", "--role", "test", "--out", root / "renders",
-            "--backend", "cpu"]
-    assert main([str(a) for a in argv]) == 0
-    return root
+def room(rendered_sample_room):
+    return rendered_sample_room
 
 
 # 1 ------------------------------------------------------------------------------------------

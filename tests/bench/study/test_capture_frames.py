@@ -17,24 +17,16 @@ import shutil
 import numpy as np
 import pytest
 
-from bench.cli import main
 from bench.errors import BenchError
-from bench.scene.bundle import load_scene, save_scene
-from bench.scene.sample import make_sample_scene
+from bench.scene.bundle import load_scene
 from bench.study.captures import capture_views, prepare_test_capture
 from bench.study.spec import StudySpec
 from metrics.psnr import psnr
 
 
 @pytest.fixture(scope="module")
-def room(tmp_path_factory):
-    """A sample room (3,000 Gaussians) and ``bench render --role test`` of it."""
-    root = tmp_path_factory.mktemp("frames")
-    save_scene(make_sample_scene(seed=0, n_gaussians=3000), root / "room")
-    argv = ["render", "--scene", root / "room", "--role", "test", "--out", root / "renders",
-            "--backend", "cpu"]
-    assert main([str(a) for a in argv]) == 0
-    return root
+def room(rendered_sample_room):
+    return rendered_sample_room
 
 
 def captures(room, folder, *, edit=None, shift=0, fill=None):
