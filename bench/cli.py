@@ -45,6 +45,10 @@ CLI_MODULES = (
 )
 
 
+#: Namespace attribute naming the (sub)parser that left arguments unrecognised.
+UNRECOGNIZED_BY = "_unrecognized_by"
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line on stderr, exit 2.
 
@@ -57,6 +61,17 @@ class OneLineParser(argparse.ArgumentParser):
         """Print ``message`` as one line with the --help hint and exit 2."""
         text = " ".join(str(message).split())  # argparse messages may wrap
         self.exit(2, f"{self.prog}: error: {text}; see '{self.prog} --help'\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's; the innermost parser that left arguments unrecognised is noted.
+
+        argparse reports unknown arguments from the top-level parser (``bench: error``); the
+        note lets :func:`main` name the subcommand that did not know them instead.
+        """
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(namespace, UNRECOGNIZED_BY):
+            setattr(namespace, UNRECOGNIZED_BY, self)
+        return namespace, extras
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -225,7 +240,10 @@ def _restore_handlers(previous: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    owner = vars(args).pop(UNRECOGNIZED_BY, parser)
+    if extras:  # named by the subcommand that does not know them (argparse names `bench`)
+        owner.error(f"unrecognized arguments: {' '.join(extras)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -260,7 +260,13 @@ def test_policy_server_closes_an_oversize_message_and_keeps_serving(capsys):
      "bench plan trials: error: argument --p1: invalid float value: 'x'; see 'bench plan "
      "trials --help'"),
     (["nope"], "bench: error: argument COMMAND: invalid choice: 'nope'"),
-], ids=["missing-flag", "bad-float", "bad-command"])
+    # argparse names the top-level parser for unknown flags; the subcommand that does not
+    # know them is the one whose --help lists what it does know
+    (["study", "run", "--spec", "x.json", "--out", "o", "--bogus", "1"],
+     "bench study run: error: unrecognized arguments: --bogus 1; see 'bench study run --help'"),
+    (["--bogus"], "bench: error: unrecognized arguments: --bogus; see 'bench --help'"),
+], ids=["missing-flag", "bad-float", "bad-command", "unknown-flag-subcommand",
+        "unknown-flag-top"])
 def test_argparse_errors_are_one_line(workspace, capsys, argv, line):
     """argparse printed 2-7 lines of usage before its error."""
     def snapshot(root: Path) -> list[str]:
