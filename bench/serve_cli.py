@@ -8,7 +8,7 @@ from typing import Any
 def add_parser(subparsers: Any) -> None:
     """Register ``bench serve``."""
     p = subparsers.add_parser(
-        "serve", help="serve a bench policy over the openpi websocket protocol",
+        "serve", help="serve a bench policy over the openpi websocket protocol (splatserve)",
         description="Serve a registered policy or an entry point package.module:factory on "
         "ws://HOST:PORT (msgpack-numpy, openpi protocol; see docs/policies.md).")
     p.add_argument("--policy", required=True,
@@ -26,6 +26,11 @@ def add_parser(subparsers: Any) -> None:
                    help="extra think time per query, ms (latency studies)")
     p.add_argument("--exit-after", type=int, default=None,
                    help="fault drill: die abruptly when query N+1 arrives")
+    p.add_argument("--fail-control", action="store_true",
+                   help="fault drill: answer every episode control message with an error")
+    p.add_argument("--latency-budget-ms", type=float, default=None,
+                   help="per-query budget declared in the handshake (clients use it as "
+                   "their timeout default)")
     from bench.safety import DEFAULT_MAX_MESSAGE_BYTES
 
     p.add_argument("--max-message-bytes", type=int, default=DEFAULT_MAX_MESSAGE_BYTES,
@@ -45,6 +50,9 @@ def _serve(args: Any) -> int:
         raise BenchError(f"--port must be in 0..65535, got {args.port}")
     if args.delay_ms < 0:
         raise BenchError(f"--delay-ms must be >= 0, got {args.delay_ms}")
+    if args.latency_budget_ms is not None and not 0 < args.latency_budget_ms <= 3_600_000:
+        raise BenchError(f"--latency-budget-ms must be in (0, 3600000], got "
+                         f"{args.latency_budget_ms}")
     from bench.safety import MAX_MESSAGE_BYTES, check_count
 
     check_count(args.max_message_bytes, what="--max-message-bytes", low=1024,
@@ -60,7 +68,9 @@ def _serve(args: Any) -> int:
     env = server_env(args.task, scene=args.scene, chunk_size=args.chunk_size,
                      execute=args.execute)
     service = PolicyService(args.policy, env, seed=args.seed, kwargs=kwargs,
-                            delay_ms=args.delay_ms, exit_after=args.exit_after)
+                            delay_ms=args.delay_ms, exit_after=args.exit_after,
+                            fail_control=args.fail_control,
+                            latency_budget_ms=args.latency_budget_ms)
     try:
         serve(service, host=args.host, port=args.port, max_message_bytes=args.max_message_bytes)
     except KeyboardInterrupt:

@@ -1,12 +1,16 @@
 """Policy queries per second: through a ``bench serve`` websocket server vs in-process.
 
+``bench serve`` runs on the policy-server kit (``splatserve``); the client is the bench's
+``openpi`` policy, configured from the server's capability handshake.
+
 Both sides are pinned to one CPU core (the client and the server process share it, as a
 policy on the same machine would). The policy is ``random`` (negligible compute), so the
 numbers are the transport cost: msgpack-numpy encoding of the observation (one
 ``--image`` x ``--image`` wrist image + 8-D proprio + prompt), a loopback websocket round
 trip and decoding the ``[32, 7]`` chunk. Then one Cup rollout (state observations,
 ``--frames`` frames, 16 executed rows per query) both ways, alternated, fastest of three:
-the overhead per rollout.
+the overhead per rollout, and the cost of episode control (the ``episode_start`` /
+``episode_end`` messages: the same rollout with ``episode_control="off"``).
 
     python benchmarks/bench_policy_server.py [--queries 2000] [--image 128] [--frames 600]
 """
@@ -80,16 +84,19 @@ def main() -> None:
         _wait(port)
         local = make_policy("random", env, seed=0)
         remote = make_policy("openpi", env, port=port)
+        bare = make_policy("openpi", env, port=port, episode_control="off")
         local_qps = _rate(local, obs, info, args.queries)
         remote_qps = _rate(remote, obs, info, args.queries)
-        times = {"in-process": (np.inf, 0, 0.0), "websocket": (np.inf, 0, 0.0)}
+        contenders = (("in-process", local), ("websocket", remote), ("no control", bare))
+        times = {name: (np.inf, 0, 0.0) for name, _ in contenders}
         for _ in range(3):  # alternate, keep the fastest of three (shared machine)
-            for name, policy in (("in-process", local), ("websocket", remote)):
+            for name, policy in contenders:
                 latencies = []
                 record, _, wall = run_episode(env, policy, init_index=0, latencies=latencies)
                 if wall < times[name][0]:
                     times[name] = (wall, record.policy_queries, float(np.sum(latencies)))
         remote.close()
+        bare.close()
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -103,6 +110,10 @@ def main() -> None:
           f"websocket {wr:.3f} s (difference {wr - wl:+.3f} s); time inside policy queries "
           f"{sl:.1f} ms vs {sr:.1f} ms = {sr - sl:+.1f} ms per rollout "
           f"({(sr - sl) / max(qr, 1):.2f} ms per query)")
+    wn, qn, sn = times["no control"]
+    print(f"episode control: time inside policy queries {sr:.1f} ms with, {sn:.1f} ms without "
+          f"({sr - sn:+.1f} ms per rollout; the episode_end message is outside the queries), "
+          f"wall {wr:.3f} s vs {wn:.3f} s")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 """LeRobot policies (ACT, diffusion, ...) from a local ``pretrained_model`` directory.
 
-Needs the optional extra ``lerobot`` (imported only when such a policy is built). The
+In-process LeRobot needs the optional extra ``lerobot`` (imported only when such a policy
+is built), which no environment with the bench's torch can hold (lerobot 0.4.4 requires
+torch<2.11): serve the checkpoint from its own environment instead (``make lerobot-env``,
+``python -m splatserve.lerobot --checkpoint DIR --port P``, policy ``openpi``;
+docs/policies.md), the path that is tested. The
 directory is what LeRobot's ``save_pretrained`` / training writes: ``config.json``
 (the policy config with ``type``, ``input_features``, ``output_features``),
 ``model.safetensors`` and the processor pipelines with the normalisation statistics
@@ -41,9 +45,11 @@ def require_lerobot() -> Any:
     try:
         import lerobot
     except ImportError:
-        raise BenchError("LeRobot policies need the optional extra: pip install "
-                         "'splatbench[lerobot]' (lerobot needs a torch it supports; see "
-                         "docs/policies.md)") from None
+        raise BenchError("LeRobot policies in-process need the optional extra "
+                         "'splatbench[lerobot]', whose lerobot needs torch<2.11; serve the "
+                         "checkpoint instead: make lerobot-env, then .venv-lerobot/bin/python "
+                         "-m splatserve.lerobot --checkpoint DIR --port 8000 and policy "
+                         "'openpi' (docs/policies.md)") from None
     return lerobot
 
 

@@ -33,8 +33,11 @@ def _golden_obs():
 
 
 def test_wire_matches_openpi_client_bytes():
+    import splatserve.wire
+
     from bench.policies import wire
 
+    assert wire.packb is splatserve.wire.packb  # one implementation: the kit's
     assert wire.packb(_golden_obs()) == OPENPI_GOLDEN
     back = wire.unpackb(OPENPI_GOLDEN)
     np.testing.assert_array_equal(back["observation/image"], _golden_obs()["observation/image"])
@@ -145,6 +148,7 @@ def test_rollout_through_server_equals_in_process_bit_for_bit(rgb_env):
             rec_a, frames_a, _ = run_episode(rgb_env, local, init_index=condition,
                                              states=local_states, record_frames=True)
             remote = make_policy("openpi", rgb_env, port=port)
+            assert remote.episode_control  # from bench serve's handshake
             rec_b, frames_b, _ = run_episode(rgb_env, remote, init_index=condition,
                                              states=remote_states, record_frames=True,
                                              latencies=latencies)
@@ -252,7 +256,9 @@ def test_serve_refuses_privileged_and_bad_arguments():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
     for args, needle in ((["--policy", "expert"], "privileged"),
                          (["--policy", "nope:x"], "cannot import"),
-                         (["--policy", "hold", "--kwargs", "{bad"], "not JSON")):
+                         (["--policy", "hold", "--kwargs", "{bad"], "not JSON"),
+                         (["--policy", "hold", "--latency-budget-ms", "0"],
+                          "--latency-budget-ms must be in (0, 3600000]")):
         out = subprocess.run([sys.executable, "-m", "bench.cli", "serve", *args, "--port", "1"],
                              env=env, capture_output=True, text=True, timeout=300)
         lines = [line for line in out.stderr.splitlines() if line.strip()]
