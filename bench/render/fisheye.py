@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,6 +60,148 @@ def render_cubemap(
     occluder_depth: np.ndarray | None = None,  # [H, W] distance along the fisheye rays
 ) -> RenderOutput:
     """Render a fisheye ``camera`` by cube-map faces + Kannala-Brandt remap.
+
+    The remap (which face each pixel looks into, its face coordinates and bilinear
+    weights) depends only on the intrinsics and the face size, so it is computed once
+    (:func:`_cube_plan`) and reused; the result equals :func:`render_cubemap_reference`
+    bit for bit (tests/bench/render/test_fisheye_plan.py).
+
+    Args:
+        render_pinhole: A pinhole backend ``f(splats, camera, *, background, sh_degree)``.
+        splats: The Gaussians.
+        camera: A fisheye camera.
+        background: (r, g, b) in [0, 1].
+        sh_degree: Active SH degree (None = stored).
+        face_px: Face side in pixels (without margin); default :func:`default_face_px`.
+        occluder_depth: Optional [H, W] occluder distance per fisheye pixel; it is
+            resampled (nearest fisheye pixel) onto each face as z-depth and passed to
+            ``render_pinhole``.
+    """
+    if camera.model != "fisheye":
+        raise ValueError("render_cubemap needs a fisheye camera; render pinhole cameras directly")
+    n = int(face_px or default_face_px(camera))
+    plan = _cube_plan(camera, n)
+    size = plan.size
+    h, w = camera.height, camera.width
+    color = np.zeros((h * w, 3))
+    alpha = np.zeros(h * w)
+    depth_w = np.zeros(h * w)
+    for face in plan.faces:
+        pose = camera.world_from_camera.copy()
+        pose[:3, :3] = camera.world_from_camera[:3, :3] @ face.rot
+        face_cam = Camera("pinhole", size, size, n / 2.0, n / 2.0, size / 2.0, size / 2.0, pose,
+                          name=f"{camera.name}:{face.name}")
+        extra = {}
+        if occluder_depth is not None:
+            extra["occluder_depth"] = _face_occluder(camera, face_cam, face.rot, occluder_depth)
+        out = render_pinhole(splats, face_cam, background=(0.0, 0.0, 0.0), sh_degree=sh_degree,
+                             **extra)
+        a = out.alpha.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            premult_depth = np.where(a > 0, out.depth * a, 0.0)
+        stacked = np.concatenate([out.rgb, a[..., None], premult_depth[..., None]], axis=-1)
+        sampled = face.sample(stacked)
+        color[face.pixels] = sampled[:, :3]
+        alpha[face.pixels] = sampled[:, 3]
+        depth_w[face.pixels] = sampled[:, 4] / face.cos
+    color, alpha, depth_w = color.reshape(h, w, 3), alpha.reshape(h, w), depth_w.reshape(h, w)
+    valid = plan.valid
+    rgb = color + (1.0 - alpha)[..., None] * np.asarray(background, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        depth = np.where(alpha > 0, depth_w / alpha, np.inf)
+    rgb[~valid] = np.asarray(background, np.float64)
+    alpha[~valid] = 0.0
+    depth[~valid] = np.inf
+    return RenderOutput(rgb.astype(np.float32), depth.astype(np.float32), alpha.astype(np.float32),
+                        valid.copy(), occluded=occluder_depth is not None)
+
+
+@dataclass(frozen=True, eq=False)
+class _FacePlan:
+    """One cube face's share of a fisheye: its pixels and their bilinear taps on the face."""
+
+    name: str
+    rot: np.ndarray  # [3, 3] camera_from_face
+    pixels: np.ndarray  # [K] flat fisheye pixel indices looking into this face
+    cos: np.ndarray  # [K] cosine of each ray to the face axis (z-depth -> distance)
+    x0: np.ndarray  # [K] left tap column
+    y0: np.ndarray  # [K] top tap row
+    fx: np.ndarray  # [K, 1] weight of the right taps
+    fy: np.ndarray  # [K, 1] weight of the bottom taps
+    gx: np.ndarray  # [K, 1] 1 - fx
+    gy: np.ndarray  # [K, 1] 1 - fy
+
+    def sample(self, image: np.ndarray) -> np.ndarray:  # [S, S, C] -> [K, C]
+        """:func:`_bilinear` at this face's taps (the same arithmetic, weights precomputed)."""
+        img = image.astype(np.float64)
+        x0, y0 = self.x0, self.y0
+        top = img[y0, x0] * self.gx + img[y0, x0 + 1] * self.fx
+        bottom = img[y0 + 1, x0] * self.gx + img[y0 + 1, x0 + 1] * self.fx
+        return top * self.gy + bottom * self.fy
+
+
+@dataclass(frozen=True, eq=False)
+class _CubePlan:
+    size: int  # face side with margin, pixels
+    valid: np.ndarray  # [H, W] bool (read-only)
+    faces: tuple[_FacePlan, ...]  # only faces some valid pixel looks into
+
+
+_PLANS: dict[tuple, _CubePlan] = {}
+_MAX_PLANS = 64  # distinct (intrinsics, face size) pairs kept; a study uses a handful
+
+
+def _cube_plan(camera: Camera, n: int) -> _CubePlan:
+    """The remap of ``camera``'s intrinsics onto faces of ``n`` pixels (cached)."""
+    key = (camera.model, camera.width, camera.height, camera.fx, camera.fy, camera.cx,
+           camera.cy, tuple(camera.distortion), camera.fov_deg, n)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    size = n + 2 * CUBE_MARGIN_PX
+    rays, valid = camera.pixel_rays()  # [H, W, 3], read-only (cached)
+    valid = valid.copy()
+    rays = np.where(valid[..., None], rays, 0.0)
+    names = list(_FACES)
+    axes = np.stack([np.asarray(_FACES[k][0], np.float64) for k in names])  # [6, 3]
+    face_of = np.argmax(rays @ axes.T, axis=-1)  # dominant axis = face hit by the ray
+    focal, centre = n / 2.0, size / 2.0  # the face camera of render_cubemap_reference
+    faces = []
+    for f, name in enumerate(names):
+        sel = valid & (face_of == f)
+        if not sel.any():
+            continue
+        rot = face_rotation(name)
+        d = rays[sel] @ rot  # ray in face coordinates, d[:, 2] = cos to the face axis
+        u = focal * d[:, 0] / d[:, 2] + centre
+        v = focal * d[:, 1] / d[:, 2] + centre
+        # _bilinear's taps and weights, computed once
+        x = np.clip(u - 0.5, 0.0, size - 1.0)
+        y = np.clip(v - 0.5, 0.0, size - 1.0)
+        x0 = np.minimum(np.floor(x).astype(np.int64), size - 2)
+        y0 = np.minimum(np.floor(y).astype(np.int64), size - 2)
+        fx, fy = (x - x0)[:, None], (y - y0)[:, None]
+        faces.append(_FacePlan(name, rot, np.flatnonzero(sel), d[:, 2].copy(), x0, y0, fx, fy,
+                               1 - fx, 1 - fy))
+    valid.setflags(write=False)
+    plan = _CubePlan(size, valid, tuple(faces))
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[key] = plan
+    return plan
+
+
+def render_cubemap_reference(
+    render_pinhole: Callable[..., RenderOutput],
+    splats: GaussianSplats,
+    camera: Camera,
+    *,
+    background=(0.0, 0.0, 0.0),
+    sh_degree: int | None = None,
+    face_px: int | None = None,
+    occluder_depth: np.ndarray | None = None,  # [H, W] distance along the fisheye rays
+) -> RenderOutput:
+    """:func:`render_cubemap` computed from scratch every call (the plain reference).
 
     Args:
         render_pinhole: A pinhole backend ``f(splats, camera, *, background, sh_degree)``.

@@ -19,6 +19,13 @@ linearly (position) and geodesically (rotation) within the frame.
 executes its first ``execute`` rows (YUBI: chunk 32, execute 16 for Cup and 8
 for Tape/Pen), stopping early on termination; the observation is rendered once
 per ``step`` (chunk rate). ``control="single"``: ``step`` takes one ``[7]`` row.
+A caller that will not look at a step's images may say so (``observe_terminal``,
+``observe_steps``; :func:`bench.sim.rollout.run_episode` does): that step's observation
+then holds ``proprio`` only and nothing is rendered.
+
+Physics: the frame's 50 steps go to MuJoCo in one call wherever the grasp rule is idle
+(:meth:`bench.sim.world.World.step_frame`; ``batched_physics = False`` runs the per-step
+reference loop), with bit-identical states.
 
 Observation (``obs_mode="rgb"``): one ``<camera>_rgb`` uint8 ``[H, W, 3]`` per camera of
 the rig (default: ``wrist_rgb``, the wrist fisheye; ``cameras="yubi-dual"``:
@@ -63,7 +70,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import mujoco
 import numpy as np
 
 from bench.errors import BenchError, count_noun
@@ -149,6 +155,17 @@ class SplatBenchEnv(EnvRendering, gym.Env):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    #: Step a frame's physics in one MuJoCo call where the grasp rule allows it
+    #: (:meth:`bench.sim.world.World.step_frame`, bit-identical); False = the plain
+    #: per-step loop (the reference, and "before issue 32" in benchmarks).
+    batched_physics = True
+    #: Render the camera images of a step that ends the episode (Gymnasium's contract).
+    #: :func:`bench.sim.rollout.run_episode` turns it off when it records no video: no
+    #: policy ever sees that frame. Off, such a step's observation holds ``proprio`` only.
+    observe_terminal = True
+    #: Render the camera images of every step; False = ``proprio`` only (the asynchronous
+    #: rollout's steps whose observation no policy query reads).
+    observe_steps = True
 
     def __init__(
         self,
@@ -298,7 +315,9 @@ class SplatBenchEnv(EnvRendering, gym.Env):
         terminated = bool(self._success or self._failure)
         truncated = bool(not terminated and self._frame >= self.max_frames)
         reward = float(self._progress_value)
-        return self._observation(), reward, terminated, truncated, self._info(executed=executed)
+        images = self.observe_steps and (self.observe_terminal or not (terminated or truncated))
+        return (self._observation(images=images), reward, terminated, truncated,
+                self._info(executed=executed))
 
     def wrist_camera(self):
         """The wrist fisheye :class:`~bench.scene.cameras.Camera` at its current pose.
@@ -359,8 +378,7 @@ class SplatBenchEnv(EnvRendering, gym.Env):
         return np.clip(rows, low, high)
 
     def _run_frame(self, row: np.ndarray) -> None:
-        world, robot = self.world, self.world.robot
-        model, data = world.model, world.data
+        world = self.world
         delta = np.eye(4)
         delta[:3, :3] = rotvec_to_mat(row[3:6])
         delta[:3, 3] = row[:3]
@@ -369,15 +387,8 @@ class SplatBenchEnv(EnvRendering, gym.Env):
         self._clipped = clipped
         self._opening_cmd = float(row[6])
         positions, quaternions = interpolate_pose(start, goal, self.config.substeps)
-        for position, quaternion in zip(positions, quaternions, strict=True):
-            opening = world.grasp.update(
-                model,
-                data,
-                commanded_opening=self._opening_cmd,
-                measured_opening=robot.opening(data),
-            )
-            robot.command(data, position=position, quaternion=quaternion, opening=opening)
-            mujoco.mj_step(model, data)
+        world.step_frame(positions, quaternions, commanded_opening=self._opening_cmd,
+                         batched=self.batched_physics)
         self._target = goal
         self._frame += 1
         state = world.task_state(frame=self._frame)
@@ -415,10 +426,11 @@ class SplatBenchEnv(EnvRendering, gym.Env):
         s = self._state
         return np.concatenate([s.tcp_pos, s.tcp_quat, [s.opening]]).astype(np.float32)
 
-    def _observation(self) -> dict[str, np.ndarray]:
+    def _observation(self, *, images: bool = True) -> dict[str, np.ndarray]:
         obs = {"proprio": self._proprio()}
         if self.config.obs_mode == "rgb":
-            obs.update(self._get_renderer().render_cameras())
+            if images:  # not rendered when nobody looks (observe_terminal, observe_steps)
+                obs.update(self._get_renderer().render_cameras())
         else:
             s = self._state
             parts = [

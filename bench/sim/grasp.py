@@ -140,6 +140,30 @@ class Grasp:
             total += abs(wrench[0])
         return total
 
+    def idle_from(self, commanded_opening: float, measured_opening: float) -> str | None:
+        """Whether :meth:`update` would do nothing in the coming physics steps of a frame.
+
+        The opening command is constant over a control frame, so: ``"frame"`` when every
+        update of the frame is a no-op whatever the physics does (contact rule, an object
+        attached and the fingers not opening past the release opening); ``"while_open"``
+        when this step's update is a no-op and later ones are while the measured opening
+        stays at most ``commanded + CLOSING_EPS`` (the gripper is not closing on anything);
+        None when the rule must look at this step (closing, or releasing). The batched
+        physics of :meth:`bench.sim.world.World.step_frame` relies on it.
+        """
+        if self.config.mode == "contact" and self.attached is not None:
+            if commanded_opening > self.attach_opening + self.config.release_margin:
+                return None
+            return "frame"
+        if commanded_opening >= measured_opening - CLOSING_EPS:
+            return "while_open"
+        return None
+
+    def skip_idle(self) -> None:
+        """The bookkeeping of updates skipped as no-ops (:meth:`idle_from`): no squeeze."""
+        if self.config.mode != "contact":
+            self.squeezing = None
+
     def update(
         self,
         model: mujoco.MjModel,

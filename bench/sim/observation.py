@@ -10,6 +10,10 @@ convention). The background Gaussians are drawn by :func:`bench.render.render`
 :func:`bench.render.composite`. The MuJoCo table (geom group 3) is hidden in
 these passes: the reconstructed table is part of the background.
 
+A cube-map face that no drawn geom reaches (bounding boxes against its view frustum,
+:meth:`MujocoPinhole._sees_nothing`) is not drawn: its empty output is what the draw would
+give (``MujocoPinhole.cull = False`` draws every face, the reference).
+
 MuJoCo runs headless through EGL (``MUJOCO_GL=egl``; software GL works without
 a GPU). Shadows and reflections are off (shadows cost ~20x in software GL).
 
@@ -46,6 +50,20 @@ from bench.sim.world import World
 
 RENDER_CAMERA = "render_cam"
 _CV_TO_MJ = np.diag([1.0, -1.0, -1.0])  # OpenCV camera axes -> MuJoCo camera axes
+# enum values read once: an enum lookup per draw costs more than the test it feeds
+_CAT_ALL = int(mujoco.mjtCatBit.mjCAT_ALL)
+_OBJ_GEOM = int(mujoco.mjtObj.mjOBJ_GEOM)
+_CULL_INFLATE = 1.01  # bounding boxes grown by 1 % + 1 mm: a cull never drops a pixel
+_CULL_MARGIN_M = 1e-3
+_BOX_SIGNS = np.array([[sx, sy, sz] for sx in (-1.0, 1.0) for sy in (-1.0, 1.0)
+                       for sz in (-1.0, 1.0)])  # [8, 3] corners of a unit box
+
+
+def _empty_output(h: int, w: int) -> RenderOutput:
+    """A draw without a single fragment, as :meth:`MujocoPinhole.render` returns it."""
+    return RenderOutput(np.zeros((h, w, 3), np.float32), np.full((h, w), np.inf, np.float32),
+                        np.zeros((h, w), np.float32), np.ones((h, w), bool),
+                        background=(0.0, 0.0, 0.0))
 
 
 @functools.cache
@@ -113,6 +131,10 @@ class MujocoPinhole:
         for group in range(len(self.options.geomgroup)):
             self.options.geomgroup[group] = 1 if group < 3 else 0
         self.options.sitegroup[:] = 0
+        #: Skip the draw of a view no drawn geom reaches (:meth:`_sees_nothing`); False =
+        #: draw every view (the reference the tests compare against, bit for bit).
+        self.cull = True
+        self.culled = 0  # views not drawn so far (count)
 
     def show_table(self, visible: bool) -> None:
         """Show or hide the MuJoCo table geoms (hidden when the Gaussian table is drawn)."""
@@ -141,9 +163,12 @@ class MujocoPinhole:
             self.options,
             None,
             self._camera,
-            mujoco.mjtCatBit.mjCAT_ALL,
+            _CAT_ALL,
             self._scene,
         )
+        if self.cull and self._sees_nothing(data, camera):
+            self.culled += 1
+            return _empty_output(h, w)  # what the draw gives: no fragment anywhere
         viewport = mujoco.MjrRect(0, 0, w, h)
         mujoco.mjr_render(viewport, self._scene, self._context)
         rgb = np.empty((h, w, 3), dtype=np.uint8)
@@ -164,6 +189,42 @@ class MujocoPinhole:
             np.ones((h, w), bool),
             background=(0.0, 0.0, 0.0),
         )
+
+    def _sees_nothing(self, data: mujoco.MjData, camera: Camera) -> bool:
+        """True when every drawn geom lies outside ``camera``'s view frustum.
+
+        Conservative: any scene item that is not a model geom (decoration, tendon, flex,
+        skin) or an unbounded geom (a plane) counts as seen; a geom is outside when the 8
+        corners of its bounding box (MuJoCo's ``geom_aabb`` at ``geom_xpos`` /
+        ``geom_xmat``, the poses the draw uses, grown by 1 % + 1 mm) all lie beyond one
+        frustum plane. A fisheye cube-map face that sees none of the robot and objects
+        (a quarter of them over the table in the simulated domain) is then not drawn.
+        """
+        scene = self._scene
+        count = scene.ngeom
+        if count == 0:
+            return True
+        ids = np.empty(count, dtype=np.int64)
+        for index, geom in enumerate(scene.geoms[:count]):
+            if geom.objtype != _OBJ_GEOM:
+                return False
+            ids[index] = geom.objid
+        if not np.all(self.model.geom_rbound[ids] > 0):  # a plane or an unbounded geom
+            return False
+        box = self.model.geom_aabb[ids]  # [K, 6]: centre, half sizes (geom frame)
+        half = box[:, None, 3:] * _CULL_INFLATE + _CULL_MARGIN_M
+        corners = box[:, None, :3] + _BOX_SIGNS * half  # [K, 8, 3] geom frame
+        rot = data.geom_xmat[ids].reshape(-1, 3, 3)
+        world = np.einsum("kij,kcj->kci", rot, corners) + data.geom_xpos[ids][:, None, :]
+        pose = camera.world_from_camera
+        local = (world - pose[:3, 3]) @ pose[:3, :3]  # [K, 8, 3] OpenCV camera frame
+        x, y, z = local[..., 0], local[..., 1], local[..., 2]
+        tan_x = 0.5 * camera.width / camera.fx  # half extents at unit depth (centred pinhole)
+        tan_y = 0.5 * camera.height / camera.fy
+        outside = np.zeros(count, dtype=bool)
+        for beyond in (x > tan_x * z, -x > tan_x * z, y > tan_y * z, -y > tan_y * z):
+            outside |= beyond.all(axis=1)  # the whole box beyond one plane
+        return bool(outside.all())
 
     def render_calibrated(self, data: mujoco.MjData, camera: Camera) -> RenderOutput:
         """Any pinhole ``camera`` (off-centre principal point, fx != fy).

@@ -155,6 +155,17 @@ class FloatingGripper:
         data.mocap_quat[ids["mocap"]] = quaternion
         data.ctrl[ids["actuator"]] = min(max(float(opening), 0.0), self.max_opening) / 2
 
+    def mocap_layout(self) -> dict[str, int]:
+        """Indices :meth:`command` writes and :meth:`opening` reads, for batched stepping.
+
+        ``mocap`` (row of ``mocap_pos`` / ``mocap_quat``), ``left_qpos`` / ``right_qpos``
+        (the opening is their sum) and ``actuator`` (the finger servo's ``ctrl``). A robot
+        whose command is only "mocap pose + finger servo" exposes it, so the world may
+        hand a frame's interpolated targets to MuJoCo in one call
+        (:meth:`bench.sim.world.World.step_frame`).
+        """
+        return {k: self._ids[k] for k in ("mocap", "left_qpos", "right_qpos", "actuator")}
+
     def set_tracking_gains(self, model: mujoco.MjModel, solref: tuple[float, float]) -> None:
         """Gains of the TCP tracking weld (``EnvConfig.controller_solref``; issue-13 hook)."""
         weld = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_EQUALITY, "mocap_weld")

@@ -122,6 +122,7 @@ def run_episode(
     states: list[FrameState] | None = None,
     latencies: list[float] | None = None,
     execution: Execution | None = None,
+    video: bool = False,
 ) -> tuple[EpisodeRecord, list[np.ndarray], float]:
     """Roll ``policy`` out in ``env`` from the task grid's initial condition ``init_index``.
 
@@ -137,6 +138,11 @@ def run_episode(
         latencies: If a list is given, the wall time of every policy query (ms) is
             appended to it (not part of the record: it is not deterministic).
         execution: Blocking (default) or asynchronous with injected latency.
+        video: Render every step's camera images (a caller or wrapper records the episode
+            as a video); ``record_frames`` implies it. Otherwise only the observations a
+            policy query reads are rendered: not the one of the episode's last step, nor
+            those of the asynchronous loop's steps between queries (the env's
+            ``observe_terminal`` / ``observe_steps``). Records are the same either way.
 
     Returns:
         (record, wrist frames [H, W, 3] uint8 seen by the policy if ``record_frames``,
@@ -174,20 +180,34 @@ def run_episode(
 
     status, error = "ok", ""
     reward, terminated, truncated = float(info["progress"]), False, False
+    unwrapped = env.unwrapped
+    # render only what a policy query reads, unless the frames are recorded (a video)
+    every_frame = record_frames or video
+    observe_terminal = getattr(unwrapped, "observe_terminal", None)
+    if observe_terminal is not None and not every_frame:
+        unwrapped.observe_terminal = False
     try:
         if execution.mode == "blocking":
             while not (terminated or truncated):
                 obs, reward, terminated, truncated, info = step(query(obs, info))
         else:
             obs, reward, terminated, truncated, info = _run_async(
-                env, obs, info, query, step, execution)
+                env, obs, info, query, step, execution, every_frame=every_frame)
     except PolicyError as exc:
         status, error = "error", str(exc).splitlines()[0]
+    finally:
+        if observe_terminal is not None:
+            unwrapped.observe_terminal = observe_terminal
+    end = getattr(policy, "end_episode", None)  # e.g. a remote policy's episode_end message
+    if status == "ok" and callable(end):
+        try:
+            end(success=bool(info["success"]))
+        except PolicyError as exc:
+            status, error = "error", str(exc).splitlines()[0]
     queries = counter[0]
     if states is not None:
         states.extend(rows)
     grasped = [r.frame for r in rows if r.held]
-    unwrapped = env.unwrapped
     x, y, yaw = unwrapped.initial_pose
     record = EpisodeRecord(
         episode=episode,
@@ -212,8 +232,13 @@ def run_episode(
     return record, frames, time.perf_counter() - start
 
 
-def _run_async(env: Any, obs: Any, info: Any, query: Any, step: Any, execution: Execution):
-    """The asynchronous loop (module docstring); returns the last ``env.step`` result."""
+def _run_async(env: Any, obs: Any, info: Any, query: Any, step: Any, execution: Execution,
+               *, every_frame: bool = True):
+    """The asynchronous loop (module docstring); returns the last ``env.step`` result.
+
+    ``every_frame=False``: only the steps whose observation a query reads render images
+    (the env's ``observe_steps``); the others return ``proprio`` only.
+    """
     unwrapped = env.unwrapped
     if unwrapped.config.control != "chunk":
         raise ValueError("asynchronous execution needs an env made with control='chunk'")
@@ -225,35 +250,41 @@ def _run_async(env: Any, obs: Any, info: Any, query: Any, step: Any, execution: 
         rows[:, 6] = opening
         return rows
 
-    def run(rows: np.ndarray):  # execute exactly len(rows) rows (<= size per step), observe
+    selective = not every_frame and hasattr(unwrapped, "observe_steps")
+
+    def run(rows: np.ndarray, *, observed: bool):  # execute exactly len(rows) rows
         saved = unwrapped.execute
         try:
             for begin in range(0, len(rows), size):
                 piece = rows[begin:begin + size]
                 unwrapped.execute = len(piece)
+                if selective:  # images only where the next query looks: the run's last step
+                    unwrapped.observe_steps = observed and begin + size >= len(rows)
                 out = step(np.concatenate([piece, hold(piece[-1, 6], size - len(piece))]))
                 if out[2] or out[3]:
                     break
         finally:
             unwrapped.execute = saved
+            if selective:
+                unwrapped.observe_steps = True
         return out
 
     previous = hold(float(info["grasp"]["commanded_opening"]), size)
     cursor = 0
     result = (obs, float(info["progress"]), False, False, info)
+    n = max(execute - delay, 0)
     while True:
         chunk = query(obs, info)  # computed from the frame-t observation
         if delay:  # thinking: the robot keeps executing the previous chunk
             rows = previous[cursor:cursor + delay]
             rows = np.concatenate([rows, hold(previous[-1, 6], delay - len(rows))])
-            result = run(rows)
+            result = run(rows, observed=not n)  # the next query reads it when n = 0
             if result[2] or result[3]:
                 return result
-        n = max(execute - delay, 0)
         if n:  # the answer is effective from its row `delay` (meant for frame t + delay)
             rows = chunk[delay:delay + n]
             rows = np.concatenate([rows, hold(chunk[-1, 6], n - len(rows))])
-            result = run(rows)
+            result = run(rows, observed=True)
             if result[2] or result[3]:
                 return result
         previous, cursor = chunk, delay + n

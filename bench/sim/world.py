@@ -9,6 +9,7 @@ observation because the Gaussian background already shows the real table.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.geometry import mat_to_quat, pose, top_down_mat, yaw_mat, yaw_quat
-from bench.sim.grasp import Grasp, GraspConfig, add_grasp_welds
+from bench.sim.grasp import CLOSING_EPS, Grasp, GraspConfig, add_grasp_welds
 from bench.sim.objects import TABLE_GROUP, add_object
 from bench.sim.parallel_jaw import HAND_BODY, LEFT_PAD, RIGHT_PAD
 from bench.sim.robot import FloatingGripper, Robot
@@ -29,6 +30,7 @@ FELL_THROUGH_DEPTH = 0.03  # m below the table top, inside the footprint -> fell
 WORKSPACE_MARGIN = 0.10  # m beyond the table edge -> left the workspace
 HOME_HEIGHT = 0.25  # m above the table for the TCP at reset
 TCP_CEILING = 0.6  # m above the table: the TCP target is clipped below this
+_OBJ_BODY = int(mujoco.mjtObj.mjOBJ_BODY)  # read once: no enum lookup per frame
 
 
 @dataclass(frozen=True)
@@ -261,6 +263,49 @@ class World:
         for _ in range(settle_steps):
             mujoco.mj_step(model, data)
 
+    def step_frame(  # positions [n, 3], quaternions [n, 4]
+        self, positions: np.ndarray, quaternions: np.ndarray, *, commanded_opening: float,
+        batched: bool = True,
+    ) -> None:
+        """One control frame: per physics step, the grasp rule, the TCP command, ``mj_step``.
+
+        The fast path (``batched``, a mocap robot, a grasp rule that is idle this frame:
+        :meth:`~bench.sim.grasp.Grasp.idle_from`) hands the frame's interpolated mocap
+        targets to MuJoCo's ``rollout`` in one call, then checks from the recorded finger
+        opening that the rule would have stayed idle at every step; if not, it restores the
+        frame's starting state and runs :meth:`step_frame_reference`. Either way the states
+        are bit-identical to the reference (tests/bench/sim/test_sim_physics_batch.py and the
+        golden digests of test_sim_task_files.py).
+        """
+        stepper = self._stepper if batched else None
+        if stepper is None:
+            self.step_frame_reference(positions, quaternions, commanded_opening=commanded_opening)
+            return
+        idle = self.grasp.idle_from(commanded_opening, self.robot.opening(self.data))
+        if idle is None or not stepper.run(positions, quaternions, commanded_opening,
+                                           check_open=idle == "while_open"):
+            self.step_frame_reference(positions, quaternions, commanded_opening=commanded_opening)
+            return
+        self.grasp.skip_idle()
+
+    def step_frame_reference(  # positions [n, 3], quaternions [n, 4]
+        self, positions: np.ndarray, quaternions: np.ndarray, *, commanded_opening: float
+    ) -> None:
+        """The plain loop: grasp rule, robot command and ``mj_step`` once per physics step."""
+        model, data, robot, grasp = self.model, self.data, self.robot, self.grasp
+        for position, quaternion in zip(positions, quaternions, strict=True):
+            opening = grasp.update(
+                model, data, commanded_opening=commanded_opening,
+                measured_opening=robot.opening(data),
+            )
+            robot.command(data, position=position, quaternion=quaternion, opening=opening)
+            mujoco.mj_step(model, data)
+
+    @functools.cached_property
+    def _stepper(self) -> _FrameStepper | None:
+        layout = getattr(self.robot, "mocap_layout", None)
+        return None if layout is None else _FrameStepper(self, layout())
+
     def contacts(self) -> frozenset[tuple[str, str]]:
         """Sorted label pairs of all current contacts."""
         if self.data.ncon == 0:
@@ -276,7 +321,7 @@ class World:
         """Pose and velocity of one object from the MuJoCo data."""
         body = self._object_ids[name]
         velocity = np.zeros(6)
-        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_BODY, body, velocity, 0)
+        mujoco.mj_objectVelocity(self.model, self.data, _OBJ_BODY, body, velocity, 0)
         return ObjectState(
             pos=self.data.xpos[body].copy(),
             quat=self.data.xquat[body].copy(),
@@ -325,3 +370,77 @@ class World:
         out = world_from_tcp.copy()
         out[:3, 3] = (self.world_from_table @ np.append(clipped, 1.0))[:3]
         return out, bool(np.any(clipped != local[:3]))
+
+
+class _FrameStepper:
+    """A frame's physics steps in one ``mujoco.rollout`` call (:meth:`World.step_frame`).
+
+    Buffers are allocated once per world; each frame writes the control rows (the robot's
+    finger command and the world's other controls, the mocap target of every step),
+    rolls out, and reads the finger opening before every step from the recorded states.
+    """
+
+    # enum values read once (an enum attribute lookup per frame is what issue 32 removed)
+    _CONTROL = int(mujoco.mjtState.mjSTATE_CTRL) | int(mujoco.mjtState.mjSTATE_EQ_ACTIVE) \
+        | int(mujoco.mjtState.mjSTATE_MOCAP_POS) | int(mujoco.mjtState.mjSTATE_MOCAP_QUAT)
+    _FULL = int(mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    _SAVE = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+
+    def __init__(self, world: World, layout: dict[str, int]) -> None:
+        from mujoco.rollout import Rollout
+
+        model = world.model
+        self.world, self.layout = world, layout
+        self._rollout = Rollout(nthread=0)  # no pool: this thread steps
+        self._models, self._datas = [model], [world.data]
+        # control vector = ctrl, eq_active, mocap_pos, mocap_quat (mjtState bit order)
+        self._pos_at = model.nu + model.neq + 3 * layout["mocap"]
+        self._quat_at = model.nu + model.neq + 3 * model.nmocap + 4 * layout["mocap"]
+        self._start = np.empty((1, mujoco.mj_stateSize(model, self._FULL)))
+        self._warm = np.empty((1, model.nv))
+        self._saved = np.empty(mujoco.mj_stateSize(model, self._SAVE))
+        self._control_row = np.empty(mujoco.mj_stateSize(model, self._CONTROL))
+        self._buffers: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        #: Frames stepped in one call, and frames replayed step by step after one.
+        self.counts = {"batched": 0, "replayed": 0}
+        # opening = qpos[left] + qpos[right]; qpos starts after time in a FULLPHYSICS state
+        self._left, self._right = 1 + layout["left_qpos"], 1 + layout["right_qpos"]
+
+    def _arrays(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if n not in self._buffers:
+            model = self.world.model
+            self._buffers[n] = (np.empty((1, n, self._control_row.size)),
+                                np.empty((1, n, self._start.shape[1])),
+                                np.empty((1, n, model.nsensordata)))
+        return self._buffers[n]
+
+    def run(self, positions: np.ndarray, quaternions: np.ndarray, commanded: float, *,
+            check_open: bool) -> bool:
+        """Step the frame; False (state restored, nothing stepped) if the rule would have acted."""
+        world = self.world
+        model, data = world.model, world.data
+        n = len(positions)
+        control, states, sensors = self._arrays(n)
+        if check_open:
+            mujoco.mj_getState(model, data, self._saved, self._SAVE)
+        # the robot's own command of the first step gives the ctrl row (finger servo)
+        world.robot.command(data, position=positions[0], quaternion=quaternions[0],
+                            opening=commanded)
+        mujoco.mj_getState(model, data, self._control_row, self._CONTROL)
+        control[0] = self._control_row
+        control[0, :, self._pos_at:self._pos_at + 3] = positions
+        control[0, :, self._quat_at:self._quat_at + 4] = quaternions
+        mujoco.mj_getState(model, data, self._start[0], self._FULL)
+        self._warm[0] = data.qacc_warmstart
+        self._rollout.rollout(self._models, self._datas, self._start, control,
+                              control_spec=self._CONTROL, skip_checks=True, nstep=n,
+                              initial_warmstart=self._warm, state=states, sensordata=sensors)
+        if check_open and n > 1:
+            # the rule's reading before steps 1..n-1: the opening after steps 0..n-2
+            measured = states[0, :-1, self._left] + states[0, :-1, self._right]
+            if not bool(np.all(commanded >= measured - CLOSING_EPS)):
+                mujoco.mj_setState(model, data, self._saved, self._SAVE)  # the rule acts
+                self.counts["replayed"] += 1
+                return False
+        self.counts["batched"] += 1
+        return True
