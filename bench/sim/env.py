@@ -21,7 +21,7 @@ for Tape/Pen), stopping early on termination; the observation is rendered once
 per ``step`` (chunk rate). ``control="single"``: ``step`` takes one ``[7]`` row.
 A caller that will not look at a step's images may say so (``observe_terminal``,
 ``observe_steps``; :func:`bench.sim.rollout.run_episode` does): that step's observation
-then holds ``proprio`` only and nothing is rendered.
+then holds black images (one read-only buffer) and nothing is rendered.
 
 Physics: the frame's 50 steps go to MuJoCo in one call wherever the grasp rule is idle
 (:meth:`bench.sim.world.World.step_frame`; ``batched_physics = False`` runs the per-step
@@ -161,9 +161,9 @@ class SplatBenchEnv(EnvRendering, gym.Env):
     batched_physics = True
     #: Render the camera images of a step that ends the episode (Gymnasium's contract).
     #: :func:`bench.sim.rollout.run_episode` turns it off when it records no video: no
-    #: policy ever sees that frame. Off, such a step's observation holds ``proprio`` only.
+    #: policy ever sees that frame. Off, such a step's images are black (not rendered).
     observe_terminal = True
-    #: Render the camera images of every step; False = ``proprio`` only (the asynchronous
+    #: Render the camera images of every step; False = black images (the asynchronous
     #: rollout's steps whose observation no policy query reads).
     observe_steps = True
 
@@ -426,11 +426,29 @@ class SplatBenchEnv(EnvRendering, gym.Env):
         s = self._state
         return np.concatenate([s.tcp_pos, s.tcp_quat, [s.opening]]).astype(np.float32)
 
+    def _blank_images(self) -> dict[str, np.ndarray]:
+        """Read-only black images of the observation space's shapes, made once.
+
+        An observation keeps every key of the space (Gymnasium's contract; its env checker
+        asserts it) even when its images were not rendered.
+        """
+        blank = getattr(self, "_blank", None)
+        if blank is None:
+            blank = {}
+            for key, space in self.observation_space.spaces.items():
+                if key != "proprio":
+                    blank[key] = np.zeros(space.shape, space.dtype)
+                    blank[key].flags.writeable = False
+            self._blank = blank
+        return dict(blank)
+
     def _observation(self, *, images: bool = True) -> dict[str, np.ndarray]:
         obs = {"proprio": self._proprio()}
         if self.config.obs_mode == "rgb":
-            if images:  # not rendered when nobody looks (observe_terminal, observe_steps)
+            if images:
                 obs.update(self._get_renderer().render_cameras())
+            else:  # nobody looks (observe_terminal, observe_steps): black, nothing rendered
+                obs.update(self._blank_images())
         else:
             s = self._state
             parts = [

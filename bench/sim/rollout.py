@@ -237,7 +237,7 @@ def _run_async(env: Any, obs: Any, info: Any, query: Any, step: Any, execution: 
     """The asynchronous loop (module docstring); returns the last ``env.step`` result.
 
     ``every_frame=False``: only the steps whose observation a query reads render images
-    (the env's ``observe_steps``); the others return ``proprio`` only.
+    (the env's ``observe_steps``); the others return black images (not rendered).
     """
     unwrapped = env.unwrapped
     if unwrapped.config.control != "chunk":

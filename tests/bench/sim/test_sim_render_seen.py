@@ -103,3 +103,24 @@ def test_only_query_frames_are_rendered_unless_a_video_is_asked(dual_env, latenc
     assert renders < renders_v
     unwrapped = dual_env.unwrapped
     assert unwrapped.observe_terminal and unwrapped.observe_steps  # flags restored
+
+
+def test_unrendered_observation_keeps_the_space(dual_env):
+    """A step nobody looks at still returns every key of the observation space (Gymnasium's
+    env checker asserted ``obs keys ['proprio'] != space keys`` on an episode's first, and
+    terminal, step); its images are black and nothing is drawn."""
+    unwrapped = dual_env.unwrapped
+    dual_env.reset(seed=0)
+    calls, restore = _count_renders(dual_env)
+    unwrapped.observe_steps = False
+    try:
+        hold = np.tile(np.array([0, 0, 0, 0, 0, 0, 1.0], np.float32),
+                       (unwrapped.chunk_size, 1))
+        obs = dual_env.step(hold)[0]
+    finally:
+        unwrapped.observe_steps = True
+        restore()
+    assert calls[0] == 0
+    assert sorted(obs) == sorted(dual_env.observation_space.spaces)
+    assert dual_env.observation_space.contains(obs)
+    assert all(not obs[k].any() for k in obs if k.endswith("_rgb"))
