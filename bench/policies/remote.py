@@ -21,7 +21,9 @@ starts with ``{"__ctrl__": "episode_start", "__episode_id__": <episode seed>, ..
 ends with ``{"__ctrl__": "episode_end", "__success__": ...}``, each answered by
 ``{"__ack__": ...}`` (openpi-client's ``episode_start`` / ``episode_end``). Every reply key
 besides the action array (``server_timing``, a newer server's extras) is kept, per query,
-in :attr:`WebsocketPolicy.reply_extras`.
+in :attr:`WebsocketPolicy.reply_extras`; :meth:`WebsocketPolicy.episode_extras` hands an
+ended episode's unknown keys to the study, which stores them with the rollout
+(``policy_replies``, :mod:`bench.study.store`).
 
 Faults are :class:`~bench.policies.base.PolicyError` (one line): a refused or dropped
 connection or a query past ``timeout_s`` is retried ``retries`` times with exponential
@@ -62,6 +64,13 @@ EPISODE_CONTROL = ("auto", "on", "off")
 STATE_INDEX = {"x": 0, "y": 1, "z": 2, "qw": 3, "qx": 4, "qy": 5, "qz": 6, "opening": 7,
                "closed_fraction": 8}
 DEFAULT_TIMEOUT_S = 10.0
+#: Reply keys of the openpi protocol the client knows but does not read: not stored with the
+#: rollout (``server_timing`` is the server's wall time, like the latency table not
+#: deterministic; it stays in ``reply_extras``).
+KNOWN_REPLY_KEYS = ("server_timing",)
+#: Ended episodes whose reply extras wait for :meth:`WebsocketPolicy.episode_extras` (a
+#: caller that never collects them holds at most this many).
+KEPT_EPISODES = 64
 MESSAGE_TOO_BIG = 1009  # websocket close code (RFC 6455)
 
 
@@ -242,6 +251,41 @@ def env_cameras(env: Any) -> list[str] | None:
     return sorted(camera.name for camera in unwrapped.rig)
 
 
+def check_cameras(config: RemoteConfig, have: list[str] | None, *, task: str) -> None:
+    """Refuse (one line) a server that requires a camera ``have`` lacks (None: unknown)."""
+    missing = [c for c in config.required_cameras if have is not None and c not in have]
+    if missing:
+        wants = {c: config.image_keys.get(c) for c in missing}
+        raise BenchError(f"policy server {config.uri} wants camera(s) {wants} but task {task!r} "
+                         f"gives {have}; serve a policy for this camera rig, or run the task "
+                         "with those cameras")
+
+
+def check_server(kwargs: Mapping[str, Any], *, cameras: list[str], task: str) -> bool:
+    """Connect once, read the server's handshake, refuse a mismatch with ``task``, close.
+
+    What building the policy checks (a non 7-D end-effector action layout, a malformed
+    handshake), plus the cameras against ``cameras`` (the task env's rig), each a one-line
+    :class:`~bench.errors.BenchError`; nothing is sent but the connection. Returns False
+    when the server cannot be reached now (its rollouts retry, and end as ``error`` if it
+    stays away), True otherwise (also when ``handshake`` is off: nothing to check).
+
+    Args:
+        kwargs: The policy's keyword arguments (host, port, layout, RemoteConfig fields).
+        cameras: Camera names the task's env gives ([]: state observations).
+        task: Task name (for the message).
+    """
+    policy = WebsocketPolicy(None, **kwargs)  # reads the handshake when it is on
+    try:
+        if not policy.config.handshake:
+            return True
+        if policy.capabilities is not None:
+            check_cameras(policy.config, cameras, task=task)
+        return policy._client is not None  # closed again when the connection failed
+    finally:
+        policy.close()
+
+
 def resize_with_pad(image: np.ndarray, height: int, width: int) -> np.ndarray:
     """Resize uint8 ``[H, W, 3]`` to fit ``[height, width]`` keeping aspect, zero-padded.
 
@@ -292,6 +336,7 @@ class WebsocketPolicy:
         self.capabilities: Any = None
         self.latencies_ms: list[float] = []
         self.reply_extras: list[dict[str, Any]] = []
+        self._ended: list[tuple[int, list[dict[str, Any]]]] = []  # (seed, extras), oldest first
         self._client: Any = None
         self._episode_seed = 0
         self._query = 0
@@ -343,14 +388,11 @@ class WebsocketPolicy:
             self.close()
             raise BenchError(f"policy server {self.config.uri}: {exc}") from None
         self.capabilities = capabilities
-        have = env_cameras(self.env)
-        missing = [c for c in self.config.required_cameras if have is not None and c not in have]
-        if missing:
+        try:
+            check_cameras(self.config, env_cameras(self.env), task=self.task)
+        except BenchError:
             self.close()
-            wants = {c: self.config.image_keys.get(c) for c in missing}
-            raise BenchError(f"policy server {self.config.uri} wants camera(s) {wants} but "
-                             f"task {self.task!r} gives {have}; serve a policy for this camera "
-                             "rig, or run the task with those cameras")
+            raise
 
     @property
     def episode_control(self) -> bool:
@@ -412,6 +454,24 @@ class WebsocketPolicy:
         if self._episode_open and self.episode_control:
             self._control({"__ctrl__": "episode_end", "__success__": bool(success)})
         self._episode_open = False
+        # a cleanly ended episode's extras wait for episode_extras (a vector run may reset
+        # this policy for its next episode before the record of this one is made)
+        self._ended.append((self._episode_seed, self.reply_extras))
+        del self._ended[:-KEPT_EPISODES]
+
+    def episode_extras(self, *, seed: int) -> list[dict[str, Any]]:
+        """The unknown reply keys of the ended episode started with ``seed``, one dict per query.
+
+        Every reply key but the action array and :data:`KNOWN_REPLY_KEYS`, values as decoded
+        (numpy arrays included); handed out once (the newest episode of that seed), [] when
+        there is none (an episode that ended in a fault is not kept).
+        """
+        for i in range(len(self._ended) - 1, -1, -1):
+            if self._ended[i][0] == int(seed):
+                extras = self._ended.pop(i)[1]
+                return [{k: v for k, v in query.items() if k not in KNOWN_REPLY_KEYS}
+                        for query in extras]
+        return []
 
     # -- layout ---------------------------------------------------------------------------
     def encode(self, obs: Mapping[str, Any]) -> dict[str, Any]:

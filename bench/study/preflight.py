@@ -16,6 +16,9 @@
 * every scene's held-out ``captures`` show the clean scene from their cameras in
   the frame the camera file states (:func:`check_capture_frame`: a wrong frame or
   unrelated images are refused, a low clean Test PSNR is warned about);
+* every remote (``openpi``) policy's server, when it answers, declares capabilities the
+  study's envs meet (:func:`check_policy_servers`: its required cameras are in the rig,
+  its action layout is a 7-D end-effector action): connect, read the metadata, close;
 * ``--out`` neither equals, contains nor lies inside any input;
 * the free space at ``--out`` covers an estimate of what the run writes.
 """
@@ -59,6 +62,10 @@ CAPTURE_FRAME_MARGIN_DB = 6.0
 
 class CaptureWarning(UserWarning):
     """Captures that score a low clean Test PSNR (the study runs; the number is shown)."""
+
+
+class PolicyServerWarning(UserWarning):
+    """A policy server that cannot be reached before the run (its rollouts retry)."""
 
 
 def check_names(spec: StudySpec) -> None:
@@ -239,6 +246,72 @@ def check_capture_frame(spec: StudySpec, scene: str, bundle: Any) -> Any:
     return fit
 
 
+def study_cameras(spec: StudySpec) -> list[str]:
+    """Camera names of the study's envs: the default rig, or ``real_world.cameras``.
+
+    Both domains use one rig (:mod:`bench.study.world_domain`); study envs observe images.
+    """
+    from bench.sim.camera_rig import make_rig
+    from bench.sim.config import EnvConfig
+
+    rig = EnvConfig().cameras
+    if spec.real_domain == "world":
+        from bench.study.world_domain import WorldDomain
+
+        rig = WorldDomain.from_dict(spec.real_world).cameras
+    return sorted(camera.name for camera in make_rig(EnvConfig(cameras=rig), None))
+
+
+def _remote(factory: str) -> bool:
+    """True when a policy factory names the openpi client (or a registered subclass)."""
+    from bench.policies import POLICIES
+    from bench.policies.factory import is_entry_point
+    from bench.policies.remote import WebsocketPolicy
+
+    if is_entry_point(factory):  # what an entry point builds is known only once it is called
+        return False
+    obj = POLICIES.get(factory)
+    return isinstance(obj, type) and issubclass(obj, WebsocketPolicy)
+
+
+def check_policy_servers(spec: StudySpec) -> int:
+    """Refuse a remote policy whose server's handshake the study's envs cannot meet.
+
+    For each distinct remote policy ref (factory ``openpi``): connect, read the metadata,
+    check its capabilities (:func:`bench.policies.remote.check_server`: required cameras
+    against :func:`study_cameras`, a 7-D end-effector action layout), close. A server that
+    does not answer now is a :class:`PolicyServerWarning`, not a refusal: its rollouts
+    retry and end as ``error`` if it stays away. Returns the number of servers checked.
+    """
+    import json
+
+    from bench.policies.entry import ref_factory, ref_kwargs
+    from bench.policies.remote import check_server
+
+    checked: set[str] = set()
+    cameras: list[str] | None = None
+    for task in spec.tasks:
+        for label in spec.policies[task]:
+            ref = spec.policy_refs.get(label, label)
+            if not _remote(ref_factory(ref)):
+                continue
+            kwargs = ref_kwargs(ref)
+            ident = json.dumps(kwargs, sort_keys=True, default=str)
+            if ident in checked:  # one rig for every task: one look per server is enough
+                continue
+            checked.add(ident)
+            cameras = study_cameras(spec) if cameras is None else cameras
+            try:
+                reached = check_server(kwargs, cameras=cameras, task=task)
+            except BenchError as exc:
+                raise BenchError(f"policy {label!r} of task {task!r}: {exc}") from None
+            if not reached:
+                warnings.warn(f"policy {label!r} of task {task!r}: its server does not answer "
+                              "now; its rollouts retry and end as error if it stays away",
+                              PolicyServerWarning, stacklevel=2)
+    return len(checked)
+
+
 def estimate_bytes(spec: StudySpec, background_bytes: int) -> tuple[int, str]:
     """A generous estimate of what the run writes under ``--out``, and its arithmetic."""
     presets = len([c for c in spec.conditions if c != CLEAN])
@@ -282,6 +355,7 @@ def check_study(spec: StudySpec, out: str | os.PathLike, *,
     out = Path(out)
     check_names(spec)
     check_size(spec)
+    check_policy_servers(spec)  # connect, read the handshake, close: nothing is written
     given = [("--spec", spec_file)] if spec_file is not None else []
     if spec_file is not None and Path(spec_file).name == "study.json" \
             and os.path.realpath(Path(spec_file).parent) == os.path.realpath(out):

@@ -1,6 +1,7 @@
 """The results store: one SQLite database (WAL) per study output directory.
 
-``<out>/results.sqlite`` holds four tables:
+``<out>/results.sqlite`` holds these tables (and the fault / latency tables of
+:mod:`bench.study.faults`):
 
 * ``rollouts`` - one row per rollout, keyed by
   ``(study, scene, condition, task, policy, domain, trial)``, with the outcome
@@ -8,7 +9,11 @@
   the sha256 of the condition's manifest;
 * ``quality`` - one row per (scene, condition, view protocol, metric, frame) score;
 * ``conditions`` - each condition bundle's tool id and manifest (JSON + sha256);
-* ``meta`` - key/value pairs (the resolved spec and its hash).
+* ``meta`` - key/value pairs (the resolved spec and its hash);
+* ``policy_replies`` - per rollout and query, the reply keys a remote policy's server sent
+  that the client does not read (openpi forward compatibility: a newer server's extras),
+  as JSON; empty for in-process policies. Kept out of ``rollouts`` so ``rollouts.csv``
+  keeps its bytes; exported as ``tables/policy_replies.csv`` only when not empty.
 
 Every insert is idempotent and committed on its own: writing a row that is
 already stored with the same values is a no-op, so a study killed at any point
@@ -122,6 +127,12 @@ QUALITY_KEY = ("study", "scene", "condition", "view_protocol", "metric", "frame"
 QUALITY_COLUMNS = (*QUALITY_KEY, "value")
 CONDITION_KEY = ("study", "scene", "condition")
 CONDITION_COLUMNS = (*CONDITION_KEY, "tool", "path", "manifest_sha256", "manifest_json")
+REPLY_KEY = (*ROLLOUT_KEY, "query")
+REPLY_COLUMNS = (*REPLY_KEY, "extras")
+#: Largest JSON text of one query's reply extras that is stored; a larger one is stored as
+#: ``{"__omitted_bytes__": n}`` (a server returning e.g. attention maps per query would
+#: otherwise grow the database by megabytes per rollout).
+MAX_REPLY_EXTRAS_BYTES = 64 << 10
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -141,7 +152,52 @@ CREATE TABLE IF NOT EXISTS conditions (
     study TEXT NOT NULL, scene TEXT NOT NULL, condition TEXT NOT NULL, tool TEXT NOT NULL,
     path TEXT NOT NULL, manifest_sha256 TEXT NOT NULL, manifest_json TEXT NOT NULL,
     PRIMARY KEY ({", ".join(CONDITION_KEY)}));
+CREATE TABLE IF NOT EXISTS policy_replies (
+    study TEXT NOT NULL, scene TEXT NOT NULL, condition TEXT NOT NULL, task TEXT NOT NULL,
+    policy TEXT NOT NULL, domain TEXT NOT NULL, trial INTEGER NOT NULL,
+    query INTEGER NOT NULL CHECK (query >= 0), extras TEXT NOT NULL,
+    PRIMARY KEY ({", ".join(REPLY_KEY)}));
 """
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data: arrays as nested lists, bytes as hex, NaN / inf as text."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray | np.generic):
+        return _jsonable(value.tolist())
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "nan", "inf", "-inf": strict JSON has no such numbers
+    if value is None or isinstance(value, str | int | float):  # bool is an int
+        return value
+    return str(value)
+
+
+def reply_rows(extras: Sequence[Any]) -> list[tuple[int, str]]:
+    """(query index, JSON text) of every query whose reply extras are not empty.
+
+    Args:
+        extras: One mapping per policy query (a policy's ``episode_extras``).
+
+    Keys sorted, compact separators: the same replies give the same text. A query's text
+    over :data:`MAX_REPLY_EXTRAS_BYTES` is replaced by ``{"__omitted_bytes__": n}``.
+    """
+    rows = []
+    for query, data in enumerate(extras):
+        if not data:
+            continue
+        text = json.dumps(_jsonable(dict(data)), sort_keys=True, separators=(",", ":"),
+                          allow_nan=False)
+        if len(text.encode()) > MAX_REPLY_EXTRAS_BYTES:
+            text = json.dumps({"__omitted_bytes__": len(text.encode())})
+        rows.append((query, text))
+    return rows
 
 
 _FLAGS = {0: False, 1: True, "0": False, "1": True, "false": False, "true": True}
@@ -337,6 +393,51 @@ class ResultsStore:
     def count_rollouts(self) -> int:
         """Number of stored rollouts."""
         return int(self._db.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0])
+
+    # -- policy replies ---------------------------------------------------------------------
+    def set_policy_replies(self, key: Sequence[Any], rows: Sequence[tuple[int, str]]) -> None:
+        """Store a rollout's reply extras (:func:`reply_rows`), in one transaction.
+
+        Rows an earlier attempt of the same rollout left (killed before its row committed)
+        are replaced: a rollout has the extras of the run that stored it.
+        """
+        where = " AND ".join(f"{k} = ?" for k in ROLLOUT_KEY)
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute(f"DELETE FROM policy_replies WHERE {where}", tuple(key))
+            self._db.executemany(
+                f"INSERT INTO policy_replies ({', '.join(REPLY_COLUMNS)}) VALUES "
+                f"({', '.join('?' for _ in REPLY_COLUMNS)})",
+                [(*key, int(query), text) for query, text in rows])
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def policy_replies(self, study: str | None = None) -> list[dict[str, Any]]:
+        """Every stored reply-extras row (of ``study`` if given), sorted by key and query."""
+        tables = {r[0] for r in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "policy_replies" not in tables:  # a store written before the table existed
+            return []
+        return self._select("policy_replies", REPLY_COLUMNS, REPLY_KEY, study)
+
+    def export_policy_replies(self, out_dir: str | os.PathLike) -> Path | None:
+        """Write ``policy_replies.csv`` (key order) when any row is stored; its path, or None."""
+        import csv
+        import io
+
+        rows = self.policy_replies()
+        if not rows:  # in-process policies send no replies: no empty table
+            return None
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(REPLY_COLUMNS)
+        writer.writerows([row[c] for c in REPLY_COLUMNS] for row in rows)
+        path = Path(out_dir) / "policy_replies.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, buffer.getvalue().encode())
+        return path
 
     # -- quality --------------------------------------------------------------------------
     def add_quality(self, study: str, rows: Iterable[Any]) -> int:
