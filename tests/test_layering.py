@@ -138,7 +138,7 @@ TREE = ("bench", "perturbations", "metrics", "protocols")
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("bench", "bench.errors", "bench.marker", "bench.swap", "bench.safety",
                     "bench.provenance", "bench.geometry", "bench.tabular", "bench.registry",
-                    "bench.cli_fields", "bench.progress")),
+                    "bench.cli_fields", "bench.progress", "bench.threads", "bench.numerics")),
     ("commands", ("*cli",)),  # matched before the rooms; checked as the top floor below
     ("scene data", ("bench.scene.cameras", "bench.scene.camera_files", "bench.scene.gaussians",
                     "bench.scene.ply", "bench.scene.formats", "bench.scene.bundle",
