@@ -344,9 +344,8 @@ def plan_pairs(p1: Sequence[float], p2: Sequence[float], targets: PlanTargets
     r1, r2, _ = _rate_vectors(p1, p2)
     count, cap = r1.size, targets.max_trials
     differ = r1 != r2
-    fisher_n, fisher_at = _first_n(
-        lambda n, c: np.atleast_1d(fisher_power(r1[c], r2[c], n, alpha=targets.alpha)),
-        lambda v: v >= targets.power, differ, cap)
+    fisher_n, fisher_at = fisher_trials(r1, r2, alpha=targets.alpha, power=targets.power,
+                                        max_trials=cap)
     sign_n, sign_at = _first_n(
         lambda n, c: np.atleast_1d(sign_probability(r1[c], r2[c], n)),
         lambda v: v >= targets.sign_probability, differ, cap)
@@ -361,6 +360,76 @@ def plan_pairs(p1: Sequence[float], p2: Sequence[float], targets: PlanTargets
     return [PairPlan(float(r1[g]), float(r2[g]), int(fisher_n[g]), float(fisher_at[g]),
                      int(sign_n[g]), float(sign_at[g]), int(wilson_n[g]), float(wilson_at[g]))
             for g in range(count)]
+
+
+def fisher_trials(p1: Sequence[float], p2: Sequence[float], *, alpha: float = 0.05,
+                  power: float = 0.8, max_trials: int = 500
+                  ) -> tuple[np.ndarray, np.ndarray]:  # [G] int, [G] float
+    """Smallest ``n`` per policy with Fisher power >= ``power`` per rate pair, and that power.
+
+    The scan of ``n = 1..max_trials`` behind ``bench plan trials``' ``fisher_trials`` column
+    (:func:`plan_pairs`) and the study's UNDERPOWERED verdict (:func:`power_verdicts`): one
+    function, so both say the same. 0 (and NaN power) = not reached by ``max_trials``, or
+    equal rates (no difference to find). The first ``n`` found does not depend on
+    ``max_trials`` as long as it is within it.
+    """
+    r1, r2, _ = _rate_vectors(p1, p2)
+    return _first_n(lambda n, c: np.atleast_1d(fisher_power(r1[c], r2[c], n, alpha=alpha)),
+                    lambda v: v >= power, r1 != r2, max_trials)
+
+
+#: Verdicts of :func:`power_verdicts`.
+POWERED = "powered"
+UNDERPOWERED = "UNDERPOWERED"
+NO_GAP = "no gap"
+
+
+@dataclass(frozen=True)
+class PowerVerdict:
+    """Could a comparison's trials detect its observed gap?
+
+    Attributes:
+        power: Exact Fisher power at the observed rates with ``trials`` per policy.
+        trials: Trials per policy of the comparison (the smaller of the two).
+        trials_needed: Smallest ``n`` with power >= the target (:func:`fisher_trials`, as
+            ``bench plan trials`` says), 0 when more than ``trials`` are needed or the rates
+            are equal.
+        verdict: :data:`POWERED` (``trials_needed <= trials``), :data:`UNDERPOWERED`, or
+            :data:`NO_GAP` (equal observed rates: nothing to detect).
+    """
+
+    power: float
+    trials: int
+    trials_needed: int
+    verdict: str
+
+
+def power_verdicts(counts: Sequence[tuple[int, int, int, int]], *, alpha: float = 0.05,
+                   power: float = 0.8) -> list[PowerVerdict]:
+    """Per ``(k1, n1, k2, n2)``: can the trials detect the observed gap at ``power``?
+
+    The question: does two-sided Fisher (``p < alpha``) with ``min(n1, n2)`` trials per
+    policy have at least ``power`` at the rates ``k1/n1`` and ``k2/n2``?
+    UNDERPOWERED exactly when ``bench plan trials --p1 k1/n1 --p2 k2/n2 --alpha A --power P``
+    needs more than ``min(n1, n2)`` trials per policy: the scan is :func:`fisher_trials`
+    with ``max_trials = min(n1, n2)``, the function behind that command's column.
+    """
+    rows = [(int(k1), int(n1), int(k2), int(n2)) for k1, n1, k2, n2 in counts]
+    for k1, n1, k2, n2 in rows:
+        if min(n1, n2) < 1 or not (0 <= k1 <= n1 and 0 <= k2 <= n2):
+            raise ValueError(f"counts {k1}/{n1} vs {k2}/{n2} are not successes out of >= 1 "
+                             "trials; pass 0 <= k <= n, n >= 1")
+    out: list[PowerVerdict | None] = [None] * len(rows)
+    for n in sorted({min(n1, n2) for _, n1, _, n2 in rows}):  # one scan per trial count
+        index = [i for i, (_, n1, _, n2) in enumerate(rows) if min(n1, n2) == n]
+        r1 = np.array([rows[i][0] / rows[i][1] for i in index])
+        r2 = np.array([rows[i][2] / rows[i][3] for i in index])
+        needed, _ = fisher_trials(r1, r2, alpha=alpha, power=power, max_trials=n)
+        at_n = np.atleast_1d(fisher_power(r1, r2, n, alpha=alpha))
+        for j, i in enumerate(index):
+            verdict = NO_GAP if r1[j] == r2[j] else (POWERED if needed[j] else UNDERPOWERED)
+            out[i] = PowerVerdict(float(at_n[j]), n, int(needed[j]), verdict)
+    return out  # type: ignore[return-value]
 
 
 def fisher_power_curve(p1: Sequence[float], p2: Sequence[float], ns: Sequence[int], *,
@@ -407,8 +476,12 @@ def sign_assurance(pilot1: tuple[Sequence[int], Sequence[int]],
 
 
 __all__ = [
+    "NO_GAP",
+    "POWERED",
+    "UNDERPOWERED",
     "PairPlan",
     "PlanTargets",
+    "PowerVerdict",
     "beta_binomial_pmf",
     "binomial_pmf",
     "expected_wilson_half_width",
@@ -418,7 +491,9 @@ __all__ = [
     "fisher_power",
     "fisher_power_curve",
     "fisher_rejection_region",
+    "fisher_trials",
     "plan_pairs",
+    "power_verdicts",
     "sign_assurance",
     "sign_probability",
     "sign_probability_curve",

@@ -48,6 +48,17 @@ def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
                    help="print the profile's rollout counts and its time estimated from one "
                    "measured rollout per policy and domain; write nothing")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--resume", action="store_true",
+                   help="run in --out itself and continue a killed run there (every finished "
+                   "rollout is kept; the same profile and options are required)")
+    p.add_argument("--time-limits", default="profile", choices=("profile", "yubi"),
+                   help="rollout time limits: the profile's (paper: measured from held-out "
+                   "starts, docs/demo.md) or YUBI's (600 frames, 1,800 for Duo Tape/Pen and "
+                   "G2 Pen)")
+    p.add_argument("--allow-native-numerics", action="store_true",
+                   help="run with this machine's own float kernels instead of the reference "
+                   "numerics (needed on a CPU without AVX2 + FMA; the tables may then differ "
+                   "from the committed ones; docs/demo.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,9 +67,10 @@ def run(args: argparse.Namespace) -> int:
 
     from bench.demo.run import DemoConfig, estimate_demo, get_profile, run_demo
     from bench.errors import BenchError
+    from bench.numerics import require_reference_numerics
     from bench.safety import preflight_output_dir
 
-    if args.out is None:
+    if args.out is None and not args.dry_run:
         raise BenchError("bench demo needs --out DIR (the output directory)")
     profile = "quick" if args.quick else args.profile
     if args.quick and args.profile not in ("default", "quick"):
@@ -79,13 +91,18 @@ def run(args: argparse.Namespace) -> int:
         if not tasks or bad:
             raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
         options["tasks"] = tasks
-    config = DemoConfig(out=Path(args.out), profile=profile, seed=args.seed,
-                        overwrite=args.overwrite, **options)
+    config = DemoConfig(out=Path(args.out or "."), profile=profile, seed=args.seed,
+                        overwrite=args.overwrite, time_limits=args.time_limits,
+                        resume=args.resume, **options)
     config.study_spec()  # every refusal of the options before anything runs
     if args.dry_run:
         estimate_demo(config, report=True)
         return 0
-    preflight_output_dir(args.out, overwrite=args.overwrite)
+    if not args.resume:  # a resumed run checks --out as bench study run --resume does
+        preflight_output_dir(args.out, overwrite=args.overwrite)
+    # the committed tables hold only under the reference numerics: set them, restarting this
+    # process with them where numpy already loaded without them (bench.cli imports it)
+    require_reference_numerics(allow_native=args.allow_native_numerics)
     run_demo(config)
     return 0
 

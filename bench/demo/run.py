@@ -65,8 +65,9 @@ class DemoProfile:
         presets: Artifact presets besides clean.
         coverage: Shipped coverage retrainings used as extra conditions.
         image_size: Wrist image (height, width), pixels, in both domains.
-        max_frames: Time limit in 10 Hz frames (a number, or ``{scene: {task: frames}}``;
-            None: the task's default, 600).
+        max_frames: Time limit in 10 Hz frames: a number, ``{task: frames}`` (every scene),
+            or None: YUBI's limits (:func:`_yubi_max_frames`: 600, 1,800 for Duo Tape/Pen
+            and G2 Pen).
         metrics: Quality scorers of the Test / OBS-Probe views.
         obs_policy_every: Keep every k-th policy query's frame for OBS-Policy (0: off; it
             scores NR metrics only, so it is on where NVS-SQA is).
@@ -75,6 +76,8 @@ class DemoProfile:
             fisheyes (``deployment.fisheye_mode``): ``direct`` (each Gaussian projected with
             the fisheye model, 3.2x cheaper per rollout on CPU, docs/demo.md) or ``cubemap``
             (six pinhole faces remapped, exact). The real domain has no Gaussians.
+        control: Also run the control condition ``clean-repeat`` (the clean reconstruction
+            on a disjoint block of starts: the transitions chance alone produces).
     """
 
     name: str
@@ -90,11 +93,14 @@ class DemoProfile:
     obs_policy_every: int = 0
     workers: int = 2
     fisheye_mode: str = "direct"
+    control: bool = False
 
     @property
     def conditions(self) -> tuple[str, ...]:
-        """Every condition of the profile: clean, the presets, the coverage retrainings."""
-        return ("clean", *self.presets, *self.coverage)
+        """Every condition: clean, the presets, the control (if any), the coverage retrainings."""
+        from bench.study.plan import CONTROL
+
+        return ("clean", *self.presets, *((CONTROL,) if self.control else ()), *self.coverage)
 
 
 def _yubi_max_frames() -> dict[str, dict[str, int]]:
@@ -103,6 +109,14 @@ def _yubi_max_frames() -> dict[str, dict[str, int]]:
     return {scene: {task: 600 for task in TASKS} | YUBI_MAX_FRAMES.get(scene, {})
             for scene in WORLDS}
 
+
+#: The paper profile's time limits per task (10 Hz frames), measured by
+#: ``python -m bench.demo.time_limits`` (:mod:`bench.demo.time_limits`: expert and both learned
+#: policies from held-out starts in the ground-truth worlds and on the clean reconstructions,
+#: 600-frame measurement limit; rule ceil(1.5 x latest success / 50) x 50; docs/demo.md).
+PAPER_MAX_FRAMES = {"cup": 750, "tape": 650, "pen": 450}
+#: ``--time-limits`` choices: the profile's own limits, or YUBI's (:func:`_yubi_max_frames`).
+TIME_LIMITS = ("profile", "yubi")
 
 PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
     DemoProfile("quick", "smoke run (~3 min): Cup, 1 simulated / 2 real trials per cell, "
@@ -113,12 +127,13 @@ PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
                 "trials per cell, all ten conditions, 64 px, 200 frames, PSNR + SSIM + LPIPS",
                 tasks=("cup",), trials=10, real_trials=20,
                 metrics=("psnr", "ssim", "lpips")),
-    DemoProfile("paper", "YUBI's design (hours; estimate in docs/demo.md): all tasks, 80 "
-                "simulated / 20 real trials, all ten conditions, YUBI time limits, "
+    DemoProfile("paper", "YUBI's design (hours; estimate in docs/demo.md): Cup, Tape and Pen, "
+                "80 simulated / 20 real trials, the ten conditions + the control clean-repeat, "
+                "measured time limits (--time-limits yubi: YUBI's), "
                 "PSNR + SSIM + LPIPS + NVS-SQA",
-                tasks=TASKS, trials=80, real_trials=20, max_frames=None,
+                tasks=TASKS, trials=80, real_trials=20, max_frames=dict(PAPER_MAX_FRAMES),
                 metrics=("psnr", "ssim", "lpips", "nvs-sqa"),
-                obs_policy_every=4, fisheye_mode="cubemap"),
+                obs_policy_every=4, fisheye_mode="cubemap", control=True),
 )}
 
 
@@ -194,6 +209,10 @@ class DemoConfig:
         real_trials: Ground-truth-world rollouts per (scene, task, policy) (None: the profile's).
         workers: Process-executor workers (None: the profile's; 1 runs serially).
         overwrite: Replace an existing output directory.
+        time_limits: ``profile`` (the profile's limits) or ``yubi`` (YUBI's: 600 frames,
+            1,800 for Duo Tape/Pen and G2 Pen).
+        resume: Run in ``out`` itself and continue a killed run there (the study store keeps
+            every finished rollout); False stages the run and moves it into place at the end.
     """
 
     out: Path
@@ -204,14 +223,25 @@ class DemoConfig:
     real_trials: int | None = None
     workers: int | None = None
     overwrite: bool = False
+    time_limits: str = "profile"
+    resume: bool = False
 
     def resolved_profile(self) -> DemoProfile:
         """The profile with this config's overrides applied."""
         import dataclasses
 
+        from bench.errors import BenchError
+
+        if self.time_limits not in TIME_LIMITS:
+            raise BenchError(f"unknown --time-limits {self.time_limits!r}; choose one of "
+                             f"{list(TIME_LIMITS)}")
+        if self.resume and self.overwrite:
+            raise BenchError("--resume continues --out and --overwrite deletes it; give one")
         base = get_profile(self.profile)
         given = {k: getattr(self, k) for k in ("tasks", "trials", "real_trials", "workers")
                  if getattr(self, k) is not None}
+        if self.time_limits == "yubi":
+            given["max_frames"] = None
         return dataclasses.replace(base, **given)
 
     def study_spec(self):
@@ -240,10 +270,14 @@ def profile_spec(profile: DemoProfile, *, seed: int = 0):
     max_frames = profile.max_frames
     if max_frames is None:
         max_frames = {s: v for s, v in _yubi_max_frames().items() if s in scenes}
+    elif isinstance(max_frames, dict):  # {task: frames} in every scene
+        max_frames = {s: dict(max_frames) for s in scenes}
+    if isinstance(max_frames, dict):
         max_frames = {s: {t: f for t, f in v.items() if t in profile.tasks}
                       for s, v in max_frames.items()}
+    conditions = tuple(c for c in profile.conditions if c not in profile.coverage)
     return StudySpec(name="demo", **{**assets, "policies": policies},
-                     extra_conditions=extra, conditions=("clean", *profile.presets),
+                     extra_conditions=extra, conditions=conditions,
                      seed=seed, tasks=profile.tasks, trials=profile.trials,
                      real_trials=profile.real_trials, image_size=profile.image_size,
                      max_frames=max_frames, metrics=profile.metrics,
@@ -264,8 +298,12 @@ def _clean_bundle(spec: Any, scene: str) -> Any:
     return load_scene(spec.scenes[scene])
 
 
-def measure_rollout_costs(spec: Any) -> dict[tuple[str, str, str], float]:
+def measure_rollout_costs(spec: Any, frames: dict | None = None
+                          ) -> dict[tuple[str, str, str], float]:
     """(domain, task, policy) -> seconds of one rollout (first scene, clean, first start).
+
+    ``frames``, when given, receives the same keys -> the rollout's frames (for a cost per
+    frame).
 
     Each env is built as the study's workers build it
     (:func:`bench.study.world_domain.make_domain_env`); env construction is not timed.
@@ -289,8 +327,11 @@ def measure_rollout_costs(spec: Any) -> dict[tuple[str, str, str], float]:
                 for name in spec.policies[task]:
                     policy = make_policy(name, env, seed=spec.seed)
                     started = time.perf_counter()
-                    run_episode(env, policy, init_index=init_index(spec, domain, 0))
+                    record, _, _ = run_episode(env, policy,
+                                               init_index=init_index(spec, domain, 0))
                     costs[(domain, task, name)] = time.perf_counter() - started
+                    if frames is not None:
+                        frames[(domain, task, name)] = max(1, int(record.frames))
             finally:
                 env.close()
     return costs
@@ -302,28 +343,46 @@ def estimate_demo(config: DemoConfig, *, report: bool = False) -> dict[str, Any]
     The estimate is sum(count x measured seconds) over (domain, task, policy), divided by
     the workers (2 workers on 2 cores scale ~1.8x, measured in docs/executors.md, so this
     is optimistic by ~10 %); bundles, quality scoring and the YUBI stage are not included.
+    One measured start says little about how long the others run, so the worst case (every
+    rollout runs to its time limit at the measured seconds per frame) is given beside it.
     """
-    from bench.study.plan import rollout_plan
+    from bench.study.plan import rollout_cells
 
     spec = config.study_spec()
     profile = config.resolved_profile()
     counts: dict[tuple[str, str, str], int] = {}
-    for domain, _, _, task, _ in rollout_plan(spec):
-        for name in spec.policies[task]:
-            counts[(domain, task, name)] = counts.get((domain, task, name), 0) + 1
-    costs = measure_rollout_costs(spec)
+    limit_frames: dict[tuple[str, str, str], int] = {}  # rollouts x time limit, frames
+    for cell in rollout_cells(spec):
+        limit = spec.frames_limit(cell.scene, cell.task) or 600  # the tasks' default
+        for name in cell.policies:
+            key = (cell.domain, cell.task, name)
+            counts[key] = counts.get(key, 0) + cell.trials
+            limit_frames[key] = limit_frames.get(key, 0) + cell.trials * limit
+    frames: dict[tuple[str, str, str], int] = {}
+    costs = measure_rollout_costs(spec, frames)
     seconds = sum(n * costs[key] for key, n in counts.items()) / profile.workers
+    worst = sum(f * costs[key] / frames[key] for key, f in limit_frames.items()) / \
+        profile.workers
     result = {"profile": profile.name, "workers": profile.workers,
               "sim_rollouts": sum(n for k, n in counts.items() if k[0] == "sim"),
               "real_rollouts": sum(n for k, n in counts.items() if k[0] == "real"),
+              "max_frames": spec.max_frames,
               "seconds_per_rollout": {"/".join(k): round(v, 2) for k, v in costs.items()},
-              "rollout_seconds_estimate": round(seconds, 1)}
+              "frames_per_rollout": {"/".join(k): v for k, v in frames.items()},
+              "rollout_seconds_estimate": round(seconds, 1),
+              "worst_case_seconds": round(worst, 1)}
     if report:
         print(f"[bench demo] profile {profile.name}: {result['sim_rollouts']} simulated + "
               f"{result['real_rollouts']} ground-truth-world rollouts on {profile.workers} "
-              f"worker(s); measured s/rollout {result['seconds_per_rollout']}; rollouts "
-              f"~{seconds / 60:.1f} min (bundles, scoring and the YUBI stage not included)")
+              f"worker(s), time limits {spec.max_frames}; measured s/rollout "
+              f"{result['seconds_per_rollout']} (frames {result['frames_per_rollout']}); "
+              f"rollouts ~{_hours(seconds)} at the measured rollouts, {_hours(worst)} if every "
+              "rollout ran to its limit (bundles, scoring and the YUBI stage not included)")
     return result
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 @dataclass
@@ -344,7 +403,7 @@ def stage_study(ctx: DemoContext) -> None:
     from bench.study.runner import run_study
 
     result = run_study(ctx.config.study_spec(), ctx.root, overwrite=False,
-                       executor=ctx.config.executor())
+                       resume=ctx.config.resume, executor=ctx.config.executor())
     ctx.study = result.tables
     for rel in result.tables["files"]:
         ctx.outputs[rel] = ctx.root / rel
@@ -382,6 +441,10 @@ def stage_yubi(ctx: DemoContext) -> None:
     from protocols.yubi_report import regenerate
 
     target = ctx.root / "yubi"
+    if target.exists():  # a resumed run regenerates it (deterministic)
+        from bench.safety import remove_inside
+
+        remove_inside(target, ctx.root)
     target.mkdir()
     checks = regenerate(load_yubi(DEFAULT_YUBI_DATA), target)
     table1 = checks["table1"]
@@ -408,6 +471,20 @@ def stage_summary(ctx: DemoContext) -> None:
         notes=["ground-truth-world: the \"real\" trials ran in the MuJoCo ground-truth worlds "
                f"{sorted(set(ctx.config.study_spec().real_world['worlds'].values()))}, the "
                "simulated ones on the scene bundles (no physical robot)."])
+    transitions = ctx.study.get("transitions") or []
+    if transitions:
+        text += "\n" + markdown_text(
+            ["condition", "lost / gained", "control's", "worse / better", "McNemar p",
+             "Fisher p (pooled)", "underpowered"],
+            [[t["condition"], f"{t['sig_lost']} / {t['sig_gained']}",
+              t["control_transitions"] or "-", f"{t['worse']} / {t['better']}", t["mcnemar_p"],
+              t["fisher_p"], f"{t['underpowered']}/{t['comparisons']}"] for t in transitions],
+            title="Transitions vs clean beside the control's (tables/transitions.csv)",
+            notes=["control's: lost + gained of clean-repeat, the clean reconstruction on "
+                   "other starts (what chance alone gives; - = no control in this profile); "
+                   "worse / better: outcomes changed on the shared starts, McNemar over them; "
+                   "underpowered: comparisons whose trials cannot detect their observed gap "
+                   "at 80 % power (tables/comparisons.csv)."])
     rel = ctx.study["reliability"]
     if "methods" in rel:
         targets = list(next(iter(rel["methods"].values())))
@@ -436,30 +513,46 @@ STAGES: list[tuple[str, Callable[[DemoContext], None]]] = [
 def run_demo(config: DemoConfig) -> Path:
     """Run every stage into a staged directory, then move it to ``config.out``.
 
+    With ``config.resume`` the stages run in ``config.out`` itself (created if missing): a
+    killed run continues where its results store stopped, every finished rollout kept.
+
     Returns:
         The output directory (with ``config.json`` and ``manifest.json``).
     """
+    if config.resume:
+        config.out.parent.mkdir(parents=True, exist_ok=True)
+        _run_stages(config, config.out)
+        return config.out
     with staged_output_dir(config.out, overwrite=config.overwrite) as tmp:
-        ctx = DemoContext(config=config, root=tmp)
-        for name, stage in STAGES:
-            started = time.perf_counter()
-            print(f"[bench demo] stage {name} ...", file=sys.stderr)
-            stage(ctx)
-            ctx.timings[name] = round(time.perf_counter() - started, 3)
-            print(f"[bench demo] stage {name} done in {ctx.timings[name]:.1f}s", file=sys.stderr)
-        import dataclasses
-
-        atomic_write_json(tmp / "config.json", {
-            **{f.name: getattr(config, f.name) for f in dataclasses.fields(config)},
-            "resolved_profile": config.resolved_profile(),
-            "executor": config.executor().to_json()})
-        manifest = make_manifest(tool=f"demo/{VERSION}", params=config, seed=config.seed,
-                                 outputs=ctx.outputs,
-                                 counts={"conditions": len(ctx.records)},
-                                 extra={"stages": [n for n, _ in STAGES]})
-        atomic_write_json(tmp / "manifest.json", manifest)
-        from bench.study.report import write_report_or_warn
-
-        write_report_or_warn(tmp)  # report/ (its own manifest.json), after the demo's
-        print(f"[bench demo] wall time by stage (s): {ctx.timings}", file=sys.stderr)
+        _run_stages(config, tmp)
     return config.out
+
+
+def _run_stages(config: DemoConfig, tmp: Path) -> None:
+    """Every stage, then ``config.json``, ``manifest.json`` and the report, into ``tmp``."""
+    ctx = DemoContext(config=config, root=tmp)
+    for name, stage in STAGES:
+        started = time.perf_counter()
+        print(f"[bench demo] stage {name} ...", file=sys.stderr)
+        stage(ctx)
+        ctx.timings[name] = round(time.perf_counter() - started, 3)
+        print(f"[bench demo] stage {name} done in {ctx.timings[name]:.1f}s", file=sys.stderr)
+    import dataclasses
+
+    from bench.numerics import numerics_record
+
+    atomic_write_json(tmp / "config.json", {
+        **{f.name: getattr(config, f.name) for f in dataclasses.fields(config)},
+        "resolved_profile": config.resolved_profile(),
+        "executor": config.executor().to_json()})
+    manifest = make_manifest(tool=f"demo/{VERSION}", params=config, seed=config.seed,
+                             outputs=ctx.outputs,
+                             counts={"conditions": len(ctx.records)},
+                             extra={"stages": [n for n, _ in STAGES],
+                                    # the float kernels the numbers were computed with
+                                    "numerics": numerics_record()})
+    atomic_write_json(tmp / "manifest.json", manifest)
+    from bench.study.report import write_report_or_warn
+
+    write_report_or_warn(tmp)  # report/ (its own manifest.json), after the demo's
+    print(f"[bench demo] wall time by stage (s): {ctx.timings}", file=sys.stderr)

@@ -154,7 +154,11 @@ def run_episode(
     start = time.perf_counter()
     obs, info = env.reset(seed=init_index)
     policy.reset(seed=init_index)
-    frames = [obs["wrist_rgb"]] if record_frames and "wrist_rgb" in obs else []
+    # the frames the policy saw: the wrist camera, or a multi-camera rig's first (yubi-dual:
+    # wrist_left_rgb), so OBS-Policy has frames whichever rig runs
+    seen = "wrist_rgb" if "wrist_rgb" in obs else next(
+        (k for k in sorted(obs) if k.endswith("_rgb")), None)
+    frames = [obs[seen]] if record_frames and seen is not None else []
     rows = list(info["frame_states"])
     name = policy_name or getattr(policy, "name", type(policy).__name__)
     mode = getattr(policy, "action_mode", "delta")
@@ -175,7 +179,7 @@ def run_episode(
         out = env.step(action)
         rows.extend(out[4]["frame_states"])
         if frames:
-            frames.append(out[0]["wrist_rgb"])
+            frames.append(out[0][seen])
         return out
 
     status, error = "ok", ""

@@ -10,7 +10,17 @@ Everything here is recomputed from the stored rows with :mod:`protocols`:
   policies, averaged over comparisons) and Pearson r of the simulated vs real
   rates over every policy cell;
 * ``transitions`` - per counterfactual condition vs clean: Fisher significance
-  lost / gained, reversed, newly tied, agreement, corrected;
+  lost / gained, reversed, newly tied, agreement, corrected; beside them the control's
+  (``clean-repeat``: the clean bundle on other starts) lost + gained, the noise floor; the
+  outcomes the condition changed on the shared starts (``worse``: clean success -> failure,
+  ``better``: the reverse) with the exact McNemar p over them and, beside it, Fisher's p of
+  the pooled counts (which ignores the pairing); and how many comparisons are UNDERPOWERED;
+* ``paired`` - the same per (condition, scene, task, policy): McNemar on the shared starts
+  beside Fisher on the counts;
+* ``comparisons`` - per (condition, scene, task): pi_1 vs pi_2 simulated, Fisher p, the
+  exact power at the observed rates and the verdict UNDERPOWERED where the trials cannot
+  detect the observed gap at 80 % power (:func:`protocols.power.power_verdicts`, the scan
+  behind ``bench plan trials``);
 * ``quality`` - per (scene, condition, view protocol, metric): mean over frames
   and the paired change vs clean;
 * ``reliability`` - the scene-held-out threshold classifier (YUBI Eq. 8) for
@@ -35,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.study.spec import CLEAN, StudySpec
+from bench.study.spec import CLEAN, CONTROL, StudySpec
 from bench.study.store import ResultsStore
 from protocols.figures import ranking_figure
 from protocols.metric_directions import is_lower_better
@@ -46,11 +56,15 @@ from protocols.reliability import (
     evaluate_methods,
     reliability_label,
 )
-from protocols.stats import wilson_interval
+from protocols.stats import fisher_exact_p, mcnemar_exact_p, wilson_interval
 from protocols.tablefmt import write_table
 from protocols.transitions import condition_transitions
 
 Counts = dict[tuple[str, str, str, str, str], tuple[int, int]]
+#: (scene, condition, task, policy) -> {trial: success} of the simulated rollouts.
+Outcomes = dict[tuple[str, str, str, str], dict[int, int]]
+#: Target power of the UNDERPOWERED verdict (``bench plan trials``' default).
+TARGET_POWER = 0.8
 
 
 def real_source(store: ResultsStore) -> dict[str, Any]:
@@ -153,20 +167,141 @@ def _ranking_table(spec: StudySpec, by_condition: dict[str, dict], out: Path, so
     return paths, summary
 
 
-def _transitions_table(spec: StudySpec, by_condition: dict[str, dict], out: Path, source: str
-                       ) -> list[Path]:
-    clean = list(by_condition[CLEAN].values())
+def _p(value: float) -> str:
+    """A p-value with 4 significant figures (a fixed 6 decimals would print 3e-9 as 0)."""
+    return f"{value:.4g}"
+
+
+def sim_outcomes(store: ResultsStore, study: str) -> Outcomes:
+    """(scene, condition, task, policy) -> {trial: success} of every simulated rollout."""
+    outcomes: Outcomes = defaultdict(dict)
+    for row in store.rollouts(study):
+        if row.domain == "sim":
+            outcomes[(row.scene, row.condition, row.task, row.policy)][row.trial] = int(
+                row.success)
+    return dict(outcomes)
+
+
+def paired_change(clean: dict[int, int], cond: dict[int, int]) -> tuple[int, int, int]:
+    """(shared trials, worse, better) over the trials both have.
+
+    ``worse``: success under clean, failure under the condition; ``better``: the reverse
+    (McNemar's discordant pairs b and c).
+    """
+    shared = sorted(set(clean) & set(cond))
+    worse = sum(clean[t] and not cond[t] for t in shared)
+    better = sum(cond[t] and not clean[t] for t in shared)
+    return len(shared), worse, better
+
+
+def _paired_rows(spec: StudySpec, outcomes: Outcomes) -> list[list[Any]]:
+    """Per (condition, scene, task, policy): clean vs condition, McNemar beside Fisher."""
     rows = []
-    for cond, pairs in by_condition.items():
+    for cond in spec.all_conditions:
         if cond == CLEAN:
             continue
-        t = condition_transitions(cond, clean, list(pairs.values()), alpha=spec.alpha)
+        for scene in spec.scene_names:
+            for task in spec.tasks:
+                for role, policy in zip(("pi_1", "pi_2"), spec.policies[task], strict=True):
+                    base = outcomes.get((scene, CLEAN, task, policy), {})
+                    other = outcomes.get((scene, cond, task, policy), {})
+                    if not base or not other:
+                        continue
+                    shared, worse, better = paired_change(base, other)
+                    k0, k1 = sum(base.values()), sum(other.values())
+                    rows.append([cond, scene, task, role, policy, k0, len(base), k1, len(other),
+                                 shared, worse, better, _p(mcnemar_exact_p(worse, better)),
+                                 _p(fisher_exact_p(k0, len(base), k1, len(other))),
+                                 "disjoint (control)" if cond == CONTROL else "shared"])
+    return rows
+
+
+def _paired_table(spec: StudySpec, rows: list[list[Any]], out: Path, source: str
+                  ) -> list[Path]:
+    header = ["condition", "scene", "task", "role", "policy", "clean_successes", "clean_trials",
+              "successes", "trials", "paired_trials", "worse", "better", "mcnemar_p",
+              "fisher_p", "starts", "real_source"]
+    notes = ["Each simulated trial t starts from the same initial condition in clean and in the "
+             "condition (paired); worse: success under clean, failure under the condition; "
+             "better: the reverse; mcnemar_p: exact two-sided McNemar (binomial test of worse "
+             "vs better); fisher_p: two-sided Fisher of the counts, which ignores the pairing.",
+             f"The control {CONTROL} runs the clean bundle from its own starts: its trial t is "
+             "paired with clean's trial t by index only, so its discordant pairs are what "
+             "different starts alone give.",
+             f"Real domain: {source}."]
+    return write_table(out, "paired", header, [[*r, source] for r in rows],
+                       title="Outcomes changed vs clean, per policy (McNemar beside Fisher)",
+                       notes=notes)
+
+
+def _comparison_rows(spec: StudySpec, by_condition: dict[str, dict]) -> list[list[Any]]:
+    """Per (condition, scene, task): simulated pi_1 vs pi_2, Fisher p, power and verdict."""
+    from protocols.power import power_verdicts
+
+    keyed = [(cond, key, pair) for cond, pairs in by_condition.items()
+             for key, pair in pairs.items() if pair.sim_n1 and pair.sim_n2]
+    verdicts = power_verdicts([(p.sim_k1, p.sim_n1, p.sim_k2, p.sim_n2) for *_, p in keyed],
+                              alpha=spec.alpha, power=TARGET_POWER)
+    rows = []
+    for (cond, (scene, task), pair), v in zip(keyed, verdicts, strict=True):
+        p = fisher_exact_p(pair.sim_k1, pair.sim_n1, pair.sim_k2, pair.sim_n2)
+        rows.append([cond, scene, task, pair.sim_k1, pair.sim_n1, pair.sim_k2, pair.sim_n2,
+                     _p(p), int(p < spec.alpha), round(v.power, 4),
+                     v.trials_needed or f">{v.trials}", v.verdict, pair.real_k1,
+                     pair.real_n1, pair.real_k2, pair.real_n2, pair.outcome])
+    return rows
+
+
+def _comparisons_table(spec: StudySpec, rows: list[list[Any]], out: Path, source: str
+                       ) -> list[Path]:
+    header = ["condition", "scene", "task", "sim_k1", "sim_n1", "sim_k2", "sim_n2", "fisher_p",
+              "significant", "power", "trials_needed", "verdict", "real_k1", "real_n1",
+              "real_k2", "real_n2", "outcome", "real_source"]
+    notes = [f"power: exact two-sided Fisher power (p < {spec.alpha:g}) at the observed rates "
+             "with the comparison's trials per policy; trials_needed: the smallest n with "
+             f"power >= {TARGET_POWER:g}, as `bench plan trials --p1 k1/n1 --p2 k2/n2` says "
+             "(>N: more than the trials run).",
+             "verdict: UNDERPOWERED where the trials cannot detect the observed gap at "
+             f"{TARGET_POWER:.0%} power; powered otherwise; no gap where the observed rates "
+             "are equal (power is then the test's size).",
+             f"Real domain: {source}."]
+    return write_table(out, "comparisons", header, [[*r, source] for r in rows],
+                       title="Simulated comparisons: significance and power", notes=notes)
+
+
+def _transitions_table(spec: StudySpec, by_condition: dict[str, dict], out: Path, source: str,
+                       paired: list[list[Any]], comparisons: list[list[Any]]) -> list[Path]:
+    clean = list(by_condition[CLEAN].values())
+    found = {cond: condition_transitions(cond, clean, list(pairs.values()), alpha=spec.alpha)
+             for cond, pairs in by_condition.items() if cond != CLEAN}
+    control = found.get(CONTROL)
+    floor = "" if control is None else control.sig_lost + control.sig_gained
+    rows = []
+    for cond, t in found.items():
+        mine = [r for r in paired if r[0] == cond]
+        worse, better = sum(r[10] for r in mine), sum(r[11] for r in mine)
+        k0, n0 = sum(r[5] for r in mine), sum(r[6] for r in mine)
+        k1, n1 = sum(r[7] for r in mine), sum(r[8] for r in mine)
+        fisher = _p(fisher_exact_p(k0, n0, k1, n1)) if n0 and n1 else "nan"
+        weak = sum(r[11] == "UNDERPOWERED" for r in comparisons if r[0] == cond)
         rows.append([cond, t.sig_lost, t.sig_gained, t.reversed, t.tied, t.agree, t.total,
-                     t.corrected, source])
+                     t.corrected, t.sig_lost + t.sig_gained, floor, worse, better,
+                     _p(mcnemar_exact_p(worse, better)), fisher, weak, len(t.pairs), source])
     header = ["condition", "sig_lost", "sig_gained", "reversed", "tied", "agree", "total",
-              "corrected", "real_source"]
+              "corrected", "transitions", "control_transitions", "worse", "better",
+              "mcnemar_p", "fisher_p", "underpowered", "comparisons", "real_source"]
     notes = ["sig_lost/gained, reversed, tied, corrected: over every comparison, real ties "
              "included (YUBI Table I); agree/total: over the eligible ones.",
+             f"transitions = sig_lost + sig_gained; control_transitions: the same for the "
+             f"control {CONTROL} (the clean bundle on its own starts): what chance alone "
+             "gives" + ("" if control is not None else f" (no control in this study: add "
+                        f"\"{CONTROL}\" to conditions)") + ".",
+             "worse / better: simulated outcomes the condition changed on the starts it shares "
+             "with clean, over every scene, task and policy (clean success -> failure / the "
+             "reverse); mcnemar_p: exact McNemar over them; fisher_p: Fisher of the pooled "
+             "counts beside it (ignores the pairing). Per policy: paired.csv.",
+             f"underpowered: comparisons whose trials cannot detect their observed gap at "
+             f"{TARGET_POWER:.0%} power (comparisons.csv).",
              f"Real domain: {source}."]
     return write_table(out, "transitions", header, rows,
                        title=f"Transitions vs clean (two-sided Fisher, p < {spec.alpha})",
@@ -273,6 +408,14 @@ def reliability(spec: StudySpec, by_condition: dict[str, dict], quality: dict, o
                                for r in results}}
 
 
+def _read_back(path: Path) -> list[dict[str, str]]:
+    """A table just written, as rows of strings (the summary shows what the CSV says)."""
+    import csv
+
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
 def analyse(spec: StudySpec, store: ResultsStore, out: str | Path) -> dict[str, Any]:
     """Write every table and figure under ``out``; returns a JSON-able summary."""
     out = Path(out)
@@ -287,7 +430,11 @@ def analyse(spec: StudySpec, store: ResultsStore, out: str | Path) -> dict[str, 
     files = _rates_table(spec, counts, out, source)
     paths, ranking = _ranking_table(spec, by_condition, out, source)
     files += paths
-    files += _transitions_table(spec, by_condition, out, source)
+    paired = _paired_rows(spec, sim_outcomes(store, spec.name))
+    comparisons = _comparison_rows(spec, by_condition)
+    files += _transitions_table(spec, by_condition, out, source, paired, comparisons)
+    files += _paired_table(spec, paired, out, source)
+    files += _comparisons_table(spec, comparisons, out, source)
     files += _quality_table(quality, out, test_sources)
     paths, rel = reliability(spec, by_condition, quality, out, source)
     files += paths
@@ -298,5 +445,7 @@ def analyse(spec: StudySpec, store: ResultsStore, out: str | Path) -> dict[str, 
                                 tasks=list(spec.tasks),
                                 title=f"{spec.name}: {cond} (real: {source})",
                                 clean=None if cond == CLEAN else by_condition[CLEAN])
+    transitions = _read_back(out / "transitions.csv")
     return {"ranking": ranking, "reliability": rel, "real_source": source,
+            "transitions": transitions,
             "files": sorted(str(p.relative_to(out.parent)) for p in files)}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.study.plan import count_rollouts, init_index, rollout_cells
-from bench.study.spec import CLEAN, StudySpec
+from bench.study.spec import CLEAN, CONTROL, StudySpec
 
 
 @dataclass
@@ -66,6 +66,9 @@ class StudyPlan:
 
 def _condition_kinds(spec: StudySpec) -> dict[str, str]:
     kinds = {c: "given bundle" if c == CLEAN else "artifact preset" for c in spec.conditions}
+    if CONTROL in kinds:
+        kinds[CONTROL] = (f"control: the clean bundle from starts "
+                          f"{spec.control_condition_offset}+")
     kinds.update({c: "prepared bundle" for c in spec.extra_conditions})
     kinds.update({c: "retrained coverage" for c in spec.coverage})
     return kinds

@@ -14,7 +14,12 @@ condition comes from here:
 * :func:`count_rollouts` - rollouts of the plan, counted per cell without listing them (a
   spec of 10^9 trials is refused by its count at once);
 * :func:`init_index` - trial ``t``'s initial-condition index: ``sim_condition_offset + t``
-  in every simulated condition (paired), ``real_condition_offset + t`` in the "real" domain.
+  in every simulated condition (paired), ``real_condition_offset + t`` in the "real" domain,
+  ``control_condition_offset + t`` in the control condition :data:`CONTROL`.
+
+The control ``clean-repeat`` is the clean bundle again on a disjoint block of starts: its
+transitions against clean are what chance alone (other starts, same scene) produces, the
+noise floor the other conditions' transitions are read against.
 
 The bottom floor of :mod:`bench.study`: it imports nothing; ``spec`` is a
 :class:`bench.study.spec.StudySpec`, read by attribute.
@@ -27,6 +32,9 @@ from typing import Any, NamedTuple
 #: The reference condition: the undamaged scene every other condition is compared with (the
 #: "real" domain's trials run on it).
 CLEAN = "clean"
+#: The control condition: the clean bundle on its own block of starts (disjoint from every
+#: other condition's), so it differs from clean by chance alone.
+CONTROL = "clean-repeat"
 #: Rollout domains: the simulated conditions, and the "real" domain (a stand-in or a world).
 DOMAINS = ("sim", "real")
 
@@ -56,10 +64,17 @@ def domain_trials(spec: Any, domain: str) -> int:
     raise ValueError(f"unknown rollout domain {domain!r}; one of {list(DOMAINS)}")
 
 
-def init_index(spec: Any, domain: str, trial: int) -> int:
-    """Initial-condition index of ``trial``: the same in every condition of a domain (paired)."""
-    offset = spec.real_condition_offset if domain == "real" else spec.sim_condition_offset
-    return offset + trial
+def init_index(spec: Any, domain: str, trial: int, condition: str | None = None) -> int:
+    """Initial-condition index of ``trial``: the same in every condition of a domain (paired).
+
+    The control condition (:data:`CONTROL`) takes its own block, ``control_condition_offset
+    + trial``, disjoint from the others' (the spec checks it).
+    """
+    if domain == "real":
+        return spec.real_condition_offset + trial
+    if condition == CONTROL:
+        return spec.control_condition_offset + trial
+    return spec.sim_condition_offset + trial
 
 
 def rollout_cells(spec: Any) -> list[RolloutCell]:

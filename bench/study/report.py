@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
+from bench.study.plan import CONTROL  # the clean bundle on other starts: not paired with clean
 
 TOOL_ID = "study-report/1"
 REPORT_DIR = "report"
@@ -277,7 +278,7 @@ def _thumbnails(spec: Any, run_dir: Path, conditions: dict[tuple[str, str], Path
             (img.parent / files["clean"]).write_bytes(_png(_thumb(np.asarray(clean[i]), size)))
             base[i] = files
         for cond in spec.all_conditions:
-            if cond == CLEAN or (scene, cond) not in conditions:
+            if cond in (CLEAN, CONTROL) or (scene, cond) not in conditions:  # control = clean
                 continue
             cnames, frames, _ = _views(spec, run_dir, scene, conditions[(scene, cond)], cond)
             for i in keep:
@@ -299,7 +300,7 @@ def _pick_pairs(rows: list[Any], spec: Any, per_condition: int) -> dict[str, lis
            for r in rows if r.domain == "sim"}
     picks: dict[str, list[tuple]] = {}
     for cond in spec.all_conditions:
-        if cond == CLEAN:
+        if cond in (CLEAN, CONTROL):  # the control's trials start elsewhere: not paired
             continue
         keys = sorted((s, t, p, tr) for (s, c, t, p, tr) in sim
                       if c == cond and (s, CLEAN, t, p, tr) in sim)
@@ -379,7 +380,8 @@ def _rerun(spec: Any, bundles: dict[tuple[str, str], Path], key: tuple, cond: st
         record, _, _ = run_episode(seen, policies[policy],
                                    init_index=init_index(spec, "sim", trial),
                                    episode=trial, policy_name=policy,
-                                   execution=deployment.execution_for(measured))
+                                   execution=deployment.execution_for(measured),
+                                   video=True)  # every step's images: the GIF's frames
     finally:
         state.close()
     kept = seen.frames[::every]

@@ -56,7 +56,9 @@ def run_rollouts(spec: StudySpec, store: ResultsStore, bundles: dict[tuple[str, 
     config = executor or ExecutorConfig()
     parallel = EXECUTORS.entry(config.kind).meta["parallel"]
     todo = _missing_rollouts(spec, store)
-    chunks = chunks_of(spec, todo, bundles, size=config.chunk_size if parallel else None)
+    envs = config.envs_per_worker  # a parallel work item gives each of a worker's envs one
+    chunks = chunks_of(spec, todo, bundles, size=config.chunk_size * envs if parallel else None,
+                       envs=envs)
     bar = progress_bar(total=sum(len(v) for v in todo.values()), desc="rollouts",
                        unit="rollout", file=sys.stderr, disable=not progress, smoothing=0.1)
     log = RolloutLog(store.path)
@@ -110,6 +112,8 @@ def commit_outcome(spec: StudySpec, store: ResultsStore, log: Any, out: Path, ev
     if event.frames is not None:  # written before the row commits: a stored rollout has frames
         _, scene, cond, task, policy, _, trial = key
         save_policy_frames(out, scene, cond, task, policy, trial, event.frames)
+    if getattr(event, "replies", None) is not None:  # a remote policy's reply extras, first
+        store.set_policy_replies(key, event.replies)
     store.add_rollout(event.row)
     log.clear_error(key)
     return 1

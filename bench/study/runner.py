@@ -54,7 +54,7 @@ from bench.provenance import atomic_write_bytes, atomic_write_json, make_manifes
 from bench.safety import check_name, remove_inside
 from bench.study.lock import OutputLock
 from bench.study.rollouts import run_rollouts
-from bench.study.spec import CLEAN, StudySpec
+from bench.study.spec import CLEAN, CONTROL, StudySpec
 from bench.study.store import ResultsStore
 
 SPEC_FILE = "study.json"
@@ -256,7 +256,9 @@ def _scene_entries(spec: StudySpec, out: Path, scene: str, *, progress: bool = F
                     "scene/1")]
     clean: list[Any] = []
     for cond in spec.conditions:
-        if cond != CLEAN:
+        if cond == CONTROL:  # the clean bundle, run on its own starts (bench.study.plan)
+            entries.append((CONTROL, *entries[0][1:]))
+        elif cond != CLEAN:
             target = _preset_bundle(spec, out, scene, cond, clean_dir, clean)
             entries.append((cond, target, target / "manifest.json", tool_id(cond)))
     for cond, per_scene in spec.extra_conditions.items():
@@ -354,7 +356,7 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
 
     scorers = [get_scorer(m) for m in spec.metrics]
     nr = [s for s in scorers if s.info.mode == "NR"]
-    bar = progress_bar(total=len(spec.scene_names) * len(spec.all_conditions), desc="quality",
+    bar = progress_bar(total=len(spec.scene_names) * len(spec.quality_conditions), desc="quality",
                        unit="condition", file=sys.stderr, disable=not progress)
     from bench.study.captures import SYNTHETIC, capture_views, prepare_test_capture
 
@@ -369,7 +371,7 @@ def score_quality(spec: StudySpec, out: Path, store: ResultsStore,
         clean_bundle = load_scene(clean.path)
         probe = probe_cameras(clean_bundle)
         test = scene_cameras(clean_bundle, "test") if held_out is None else None
-        for cond in spec.all_conditions:
+        for cond in spec.quality_conditions:  # the control's bundle is clean's: not rescored
             bar.set_postfix_str(f"{scene}/{cond}")
             todo = [p for p in ("test", "obs-probe")
                     if not store.has_quality(spec.name, scene, cond, p)]
@@ -524,6 +526,7 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
 
             def export_extra(tables_dir: Path) -> None:  # into the staged tables/
                 log.export_csv(tables_dir)
+                store.export_policy_replies(tables_dir)  # only when a server sent extras
                 if spec.sequential is not None and sequential:
                     from bench.study.sequential import write_sequential_report
 

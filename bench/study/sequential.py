@@ -31,9 +31,14 @@ from protocols.sequential import UNDECIDED, SequentialDecision, decide
 
 
 def _pair_spec(spec: StudySpec, scene: str, task: str, trials: int) -> StudySpec:
-    """The spec restricted to one (scene, task) and the first ``trials`` simulated trials."""
+    """The spec restricted to one (scene, task) and the first ``trials`` simulated trials.
+
+    ``sequential`` is dropped: the look's spec is a fixed design of ``trials`` trials (a
+    config whose ``max_trials`` equals the study's trials would refuse the smaller count).
+    """
     return dataclasses.replace(
         spec, tasks=(task,), policies={task: spec.policies[task]}, trials=trials,
+        sequential=None,
         sample_scenes={k: v for k, v in spec.sample_scenes.items() if k == scene},
         scenes={k: v for k, v in spec.scenes.items() if k == scene},
         extra_conditions={c: {scene: m[scene]} for c, m in spec.extra_conditions.items()})

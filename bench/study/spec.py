@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
-from bench.study.plan import CLEAN, domain_trials, init_index
+from bench.study.plan import CLEAN, CONTROL, domain_trials, init_index
 from protocols.sequential import SequentialConfig
 
 
@@ -80,7 +80,10 @@ class StudySpec:
         scenes: Scene name -> scene bundle directory (relative to the spec file).
         sample_scenes: Scene name -> seed of a generated sample room (synthetic world).
         sample_gaussians: Background Gaussians of each generated sample room (count).
-        conditions: ``"clean"`` plus perturbation presets (``perturbations`` registry names).
+        conditions: ``"clean"`` plus perturbation presets (``perturbations`` registry names),
+            and optionally the control ``"clean-repeat"`` (:data:`CONTROL`): the clean bundle
+            again on a disjoint block of starts (``control_condition_offset``), whose
+            transitions against clean measure what chance alone produces.
         extra_conditions: Condition name -> scene name -> prepared bundle directory (e.g.
             a coverage retraining from ``bench coverage`` + ``bench train``).
         seed: Seed of every editor (artifact conditions) and of the capture noise.
@@ -101,6 +104,8 @@ class StudySpec:
             few trials on the grid's first row only).
         real_condition_offset: First initial-condition index of the "real" domain's trials
             (a separate block of the task grid's seeded draws).
+        control_condition_offset: First initial-condition index of the control condition's
+            trials (``clean-repeat``; a block disjoint from the simulated and "real" ones).
         image_size: Wrist image (height, width), pixels.
         max_frames: Time limit per rollout in 10 Hz frames: one number, or
             ``{scene: {task: frames}}`` (pairs not listed, and None, use the task's default,
@@ -157,6 +162,7 @@ class StudySpec:
     real_trials: int = 10
     sim_condition_offset: int = 100
     real_condition_offset: int = 1000
+    control_condition_offset: int = 2000
     image_size: tuple[int, int] = (128, 128)
     max_frames: int | dict[str, dict[str, int]] | None = None
     metrics: tuple[str, ...] = ("psnr", "ssim", "lpips", "nvs-sqa")
@@ -234,6 +240,13 @@ class StudySpec:
             raise BenchError(f"scene names must be unique across scenes and sample_scenes: {names}")
         if CLEAN not in self.conditions:
             raise BenchError("conditions must include \"clean\" (transitions are relative to it)")
+        if CONTROL in set(self.extra_conditions) | set(self.coverage):
+            raise BenchError(f"{CONTROL!r} is the control condition (the clean bundle on other "
+                             "starts); list it in conditions, not in extra_conditions or "
+                             "coverage")
+        if self.reliability_variants is not None and CONTROL in self.reliability_variants:
+            raise BenchError(f"reliability_variants names the control {CONTROL!r}, which has no "
+                             "quality scores of its own (it is the clean bundle); drop it")
         if len(set(self.conditions) | set(self.extra_conditions)) != (
                 len(self.conditions) + len(self.extra_conditions)):
             raise BenchError("condition names must be unique (conditions + extra_conditions)")
@@ -261,14 +274,29 @@ class StudySpec:
         if min(self.image_size) < 8:
             raise BenchError(f"image_size must be two pixel counts >= 8, got "
                              f"{list(self.image_size)}")
-        for name in ("seed", "sim_condition_offset", "real_condition_offset"):
+        for name in ("seed", "sim_condition_offset", "real_condition_offset",
+                     "control_condition_offset"):
             if getattr(self, name) < 0:
                 raise BenchError(f"{name} must be >= 0, got {getattr(self, name)}")
-        real, sim = (range(init_index(self, d, 0), init_index(self, d, domain_trials(self, d)))
-                     for d in ("real", "sim"))  # the starts the plan's trials take
-        if max(real.start, sim.start) < min(real.stop, sim.stop):  # overlap, without a set
-            raise BenchError("real_condition_offset must give initial conditions disjoint from "
-                             "the simulated ones; raise it above sim_condition_offset + trials")
+        self._check_start_blocks()
+
+    def _check_start_blocks(self) -> None:
+        """The start blocks of "real", simulated and control trials must not overlap."""
+        blocks = {name: range(init_index(self, d, 0, c),
+                              init_index(self, d, domain_trials(self, d), c))
+                  for name, d, c in (("real_condition_offset", "real", None),
+                                     ("sim_condition_offset", "sim", None),
+                                     ("control_condition_offset", "sim", CONTROL))
+                  if c is None or c in self.conditions}  # the starts the plan's trials take
+        names = list(blocks)
+        for i, first in enumerate(names):
+            for second in names[i + 1:]:
+                a, b = blocks[first], blocks[second]
+                if len(a) and len(b) and max(a.start, b.start) < min(a.stop, b.stop):
+                    raise BenchError(
+                        f"{first} ({a.start}..{a.stop - 1}) and {second} ({b.start}.."
+                        f"{b.stop - 1}) overlap; the blocks of initial conditions must be "
+                        "disjoint: move one past the other's end (offset + trials)")
 
     def _check_max_frames(self, names: list[str]) -> None:
         from bench.safety import check_episode_frames as check_cap  # issue 30: bounded
@@ -357,7 +385,7 @@ class StudySpec:
     def reliability_conditions(self) -> list[str]:
         """Conditions the reliability classifier labels (YUBI: the counterfactual ones)."""
         chosen = (list(self.reliability_variants) if self.reliability_variants is not None
-                  else [c for c in self.all_conditions if c != CLEAN])
+                  else [c for c in self.all_conditions if c not in (CLEAN, CONTROL)])
         if self.include_clean and CLEAN not in chosen:
             chosen = [CLEAN, *chosen]
         if not self.include_clean:
@@ -374,7 +402,7 @@ class StudySpec:
         from perturbations.registry import PERTURBATIONS
 
         for cond in self.conditions:
-            if cond != CLEAN:
+            if cond not in (CLEAN, CONTROL):  # the control is the clean bundle
                 try:
                     PERTURBATIONS.get(cond)
                 except ValueError as exc:
@@ -438,6 +466,16 @@ class StudySpec:
         return list(self.conditions) + list(self.extra_conditions) + list(self.coverage)
 
     @property
+    def quality_conditions(self) -> list[str]:
+        """Conditions scored for quality: all but the control (its bundle is clean's)."""
+        return [c for c in self.all_conditions if c != CONTROL]
+
+    @property
+    def control(self) -> bool:
+        """True when the study runs the control condition ``clean-repeat``."""
+        return CONTROL in self.conditions
+
+    @property
     def simulated_real(self) -> bool:
         """True when the "real" domain is the simulator's stand-in (``simulated-real``)."""
         return self.real_domain == "simulated"
@@ -451,6 +489,11 @@ class StudySpec:
         """This spec as a JSON-ready dict (tuples as lists)."""
         data = dataclasses.asdict(self)
         data["policies"] = {t: list(p) for t, p in self.policies.items()}
+        if CONTROL not in self.conditions and self.control_condition_offset == \
+                StudySpec.control_condition_offset:
+            # added with the control condition: a study without one keeps its stored spec
+            # text, so a run begun before it still resumes
+            del data["control_condition_offset"]
         if self.reliability_variants is not None:
             data["reliability_variants"] = list(self.reliability_variants)
         return data
@@ -501,6 +544,7 @@ FIELD_TYPES: dict[str, tuple[Any, str]] = {
     "real_trials": (_is_int, "an integer"),
     "sim_condition_offset": (_is_int, "an integer"),
     "real_condition_offset": (_is_int, "an integer"),
+    "control_condition_offset": (_is_int, "an integer"),
     "image_size": (lambda v: isinstance(v, (list, tuple)) and len(v) == 2
                    and all(_is_int(x) for x in v), "[height, width] in pixels"),
     "max_frames": (lambda v: v is None or _is_int(v) or _is_map(v, lambda m: _is_map(m, _is_int)),

@@ -8,8 +8,16 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.demo.run import COVERAGE, PROFILES, WORLDS, DemoConfig, demo_assets
+from bench.demo.run import (
+    COVERAGE,
+    PAPER_MAX_FRAMES,
+    PROFILES,
+    WORLDS,
+    DemoConfig,
+    demo_assets,
+)
 from bench.errors import BenchError
+from bench.study.plan import CONTROL, count_rollouts
 from bench.study.spec import YUBI_MAX_FRAMES, spec_from_dict
 from perturbations.registry import preset_names
 
@@ -58,18 +66,36 @@ def test_default_profile_is_the_documented_preset():
     spec.validate_registries()
 
 
-def test_paper_profile_is_yubis_design():
+def test_paper_profile_is_yubis_design_with_the_control_and_measured_limits():
     spec = _spec("paper")
     assert (spec.trials, spec.real_trials) == (80, 20)
     assert spec.tasks == ("cup", "tape", "pen") and spec.image_size == (64, 64)  # the policies'
-
-    assert spec.conditions == ("clean", *preset_names())
+    # the ten conditions plus the control on its own starts
+    assert spec.conditions == ("clean", *preset_names(), CONTROL)
+    assert list(spec.extra_conditions) == list(COVERAGE) and len(spec.all_conditions) == 11
+    assert spec.reliability_conditions == [c for c in spec.all_conditions
+                                           if c not in ("clean", CONTROL)]
     assert spec.metrics == ("psnr", "ssim", "lpips", "nvs-sqa")
     assert spec.deployment == {"fisheye_mode": "cubemap"} and spec.obs_policy_every == 4
-    for scene in WORLDS:  # YUBI's per-task limits: 600 frames, 1,800 for the long ones
+    # the measured limits (bench.demo.time_limits), the same in every scene
+    assert all(frames >= 50 for frames in PAPER_MAX_FRAMES.values())
+    for scene in WORLDS:
         for task in spec.tasks:
-            assert spec.frames_limit(scene, task) == YUBI_MAX_FRAMES.get(scene, {}).get(task, 600)
-    assert spec.frames_limit("duo", "tape") == 1800 and spec.frames_limit("flat", "pen") == 600
+            assert spec.frames_limit(scene, task) == PAPER_MAX_FRAMES[task]
+    assert count_rollouts(spec, "sim") == 3 * 11 * 3 * 2 * 80
+    assert count_rollouts(spec, "real") == 3 * 3 * 2 * 20
+    spec.validate_registries()
+    assert DemoConfig(out="x", profile="paper").executor().kind == "process"
+    # YUBI's per-task limits stay available: 600 frames, 1,800 for the long ones
+    yubi = _spec("paper", time_limits="yubi")
+    for scene in WORLDS:
+        for task in spec.tasks:
+            assert yubi.frames_limit(scene, task) == YUBI_MAX_FRAMES.get(scene, {}).get(task, 600)
+    assert yubi.frames_limit("duo", "tape") == 1800 and yubi.frames_limit("flat", "pen") == 600
+    with pytest.raises(BenchError, match="unknown --time-limits 'paper'"):
+        _spec("paper", time_limits="paper")
+    with pytest.raises(BenchError, match="--resume continues --out and --overwrite deletes"):
+        _spec("paper", resume=True, overwrite=True)
 
 
 def test_quick_profile_and_overrides():
@@ -91,6 +117,7 @@ def test_bad_profile_name_is_one_line():
     (["--trials", "0"], "--trials must be >= 1, got 0"),
     (["--workers", "0"], "--workers must be >= 1, got 0"),
     (["--tasks", "cup,mug"], "--tasks must name cup, tape and/or pen"),
+    (["--resume", "--overwrite"], "--resume continues --out and --overwrite deletes it"),
 ])
 def test_cli_refuses_bad_options_in_one_line(tmp_path, capsys, argv, message):
     out = tmp_path / "out"
