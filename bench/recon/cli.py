@@ -93,6 +93,30 @@ def _add_capture(subparsers: argparse._SubParsersAction) -> None:
                      help="new manifest file, in the same directory as --manifest")
     imp.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     imp.set_defaults(func=_run_capture_import)
+
+    from bench.cli_fields import add_dataclass_arguments
+    from bench.recon.rgbd import RgbdImportConfig
+
+    rgbd = inner.add_parser(
+        "import-rgbd", help="posed RGB-D frames -> capture manifest, real Test split, depth seed",
+        description="Import a posed RGB-D sequence (7-Scenes / tsdf-fusion frame files, a TUM "
+        "association list, or a folder of colour + depth + 4x4 pose files + intrinsics): write "
+        "capture.json (training views and every k-th frame held out as real Test views, pinhole "
+        "cameras world_from_camera in the sequence's frame, metres, OpenCV axes), the resized "
+        "images, and seed_points.ply back-projected from the training frames' depth with their "
+        "colours (invalid depth, depth edges, single-view cells and outliers dropped, counted "
+        "in manifest.json).")
+    rgbd.add_argument("source", type=Path, metavar="SEQUENCE", help="the sequence's folder")
+    rgbd.add_argument("--out", required=True, type=Path, help="capture directory to create")
+    rgbd.add_argument("--intrinsics", type=Path, default=None,
+                      help="3x3 intrinsics file (default: the layout's camera-intrinsics.txt / "
+                      "intrinsics.txt; required for tum)")
+    rgbd.add_argument("--associations", type=Path, default=None,
+                      help="tum: association list (default SEQUENCE/associations.txt)")
+    add_dataclass_arguments(rgbd, RgbdImportConfig)
+    rgbd.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    rgbd.add_argument("--quiet", action="store_true", help="no progress bar")
+    rgbd.set_defaults(func=_run_capture_import_rgbd)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -238,6 +262,22 @@ def _run_capture_import(args: argparse.Namespace) -> int:
                               params={"cameras": str(args.cameras)},
                               inputs={"capture_manifest": args.manifest, **camera_inputs})
     print(f"posed {len(posed.views)} views and {len(posed.test_views)} test views -> {args.out}")
+    return 0
+
+
+def _run_capture_import_rgbd(args: argparse.Namespace) -> int:
+    from bench.recon.rgbd import RgbdImportConfig, import_rgbd_to
+
+    fields = RgbdImportConfig.__dataclass_fields__
+    config = RgbdImportConfig(**{f: getattr(args, f) for f in fields})
+    info = import_rgbd_to(args.source, args.out, config=config, intrinsics=args.intrinsics,
+                          associations=args.associations, overwrite=args.overwrite,
+                          show_progress=not args.quiet)
+    c = info["counts"]
+    print(f"imported {c['frames']} frames ({c['train_frames']} training, {c['test_frames']} "
+          f"held-out Test), {c['seed_points']:,} seed points ({c['invalid_depth']:,} invalid, "
+          f"{c['misregistered']:,} misregistered depth pixels, {c['sparse_cells']:,} single-view "
+          f"and {c['outlier_cells']:,} outlier cells dropped) -> {args.out / 'capture.json'}")
     return 0
 
 

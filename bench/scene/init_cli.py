@@ -55,6 +55,9 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
     init.add_argument("--known-distance", nargs=3, metavar=("P1", "P2", "METRES"),
                       help="two scan points X,Y,Z and their real distance in metres (sets the "
                       "metric scale)")
+    init.add_argument("--metric", action="store_true",
+                      help="the scan is in metres already (trained from metric poses: an RGB-D "
+                      "or LiDAR capture, `bench capture import-rgbd`); scale 1 without a warning")
     init.add_argument("--up", type=_point, metavar="X,Y,Z",
                       help="the scan's up direction (skips gravity inference; planes within "
                       "15 deg of it only)")
@@ -73,6 +76,10 @@ def add_parsers(inner: argparse._SubParsersAction) -> None:
                       metavar=("CX", "CY", "CZ", "SX", "SY", "SZ"),
                       help="a keepout box (world metres: centre, full size); repeatable")
     init.add_argument("--seed", type=int, default=0, help="seed of the RANSAC draws")
+    init.add_argument("--min-contrast", type=float, default=5.0, metavar="C",
+                      help="flatness a table patch needs: its mass over the slabs beside it "
+                      "[5; a trained real RGB-D capture's table, a band of Gaussians a few cm "
+                      "thick, scores ~2; slices through volumes score <= 1.4]")
     init.add_argument("--drop-nonfinite", action="store_true",
                       help="drop Gaussians with NaN/Inf values instead of failing")
     init.add_argument("--no-previews", action="store_true", help=PREVIEW_HELP)
@@ -148,6 +155,8 @@ def run_init(args: argparse.Namespace) -> int:
 
     if args.seed < 0:
         raise BenchError(f"--seed must be a non-negative integer, got {args.seed}")
+    if not 0 < args.min_contrast < 1e6:
+        raise BenchError(f"--min-contrast must be a positive ratio, got {args.min_contrast}")
     inputs = (("--splat", args.splat), ("--world-from-splat", args.world_from_splat))
     preflight_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)  # before the fit
     known = None
@@ -160,9 +169,10 @@ def run_init(args: argparse.Namespace) -> int:
                              "--known-distance 0,0,0 1.2,0,0 0.6") from None
         known = (p1, p2, metres)
     scale = ScaleSpec(table_size=tuple(args.table_size) if args.table_size else None,
-                      known_distance=known)
+                      known_distance=known, metric=args.metric)
     result = build_init_bundle(
-        Path(args.splat), name=args.name or Path(args.out).name, cfg=RegisterConfig(seed=args.seed),
+        Path(args.splat), name=args.name or Path(args.out).name,
+        cfg=RegisterConfig(seed=args.seed, min_contrast=args.min_contrast),
         scale=scale, up=args.up, table_center=args.table_center, table_yaw_deg=args.table_yaw,
         table_height=args.table_height, world_from_splat_file=args.world_from_splat,
         keepouts=args.keepout, drop_nonfinite=args.drop_nonfinite,
