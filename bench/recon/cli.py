@@ -418,6 +418,9 @@ def _write_outputs(args, config, manifest, plan, result) -> None:
         outputs = {"background": written["background"], "scene": written["scene"],
                    "train_log": tmp / "train_log.csv", "train_config": tmp / "train_config.json"}
         views_by_id = {v.id: v for v in manifest.views}
+        gravity = _capture_gravity(manifest.root)
+        if gravity is not None:  # the splats are in the capture's frame: scene init reads it
+            inputs["capture_import_manifest"] = manifest.root / "manifest.json"
         provenance = make_manifest(
             tool="train/1",
             params=resolved,
@@ -436,6 +439,7 @@ def _write_outputs(args, config, manifest, plan, result) -> None:
                 "train_view_ids": result.train_view_ids,
                 "test_view_ids": [v.id for v in manifest.test_views],
                 "final_test_psnr": result.log[-1]["test_psnr"],
+                "gravity_down": gravity,  # the capture's sensor gravity, splat frame (or None)
                 "images_sha256": {  # digests over (view id, image sha256), in view order
                     "train": manifest.image_digest(
                         [views_by_id[i] for i in result.train_view_ids]),
@@ -444,6 +448,27 @@ def _write_outputs(args, config, manifest, plan, result) -> None:
             },
         )
         atomic_write_json(tmp / "train_manifest.json", provenance)
+
+
+def _capture_gravity(root) -> list[float] | None:
+    """The gravity direction an import recorded beside the capture (``manifest.json``).
+
+    ``bench capture import-rgbd`` stores the sensor's gravity (``gravity_down``, unit, in the
+    capture's world frame = the trained splats' frame); anything else there yields None.
+    """
+    import json
+    import math
+
+    path = root / "manifest.json"
+    try:
+        value = json.loads(path.read_text()).get("gravity_down")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not (isinstance(value, list) and len(value) == 3
+            and all(isinstance(v, int | float) and math.isfinite(v) for v in value)):
+        return None
+    norm = math.sqrt(sum(v * v for v in value))
+    return [v / norm for v in value] if norm > 0 else None
 
 
 def _add_coverage(subparsers: argparse._SubParsersAction) -> None:

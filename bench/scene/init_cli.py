@@ -168,24 +168,58 @@ def run_init(args: argparse.Namespace) -> int:
             raise BenchError("--known-distance takes P1 P2 METRES with P as X,Y,Z, e.g. "
                              "--known-distance 0,0,0 1.2,0,0 0.6") from None
         known = (p1, p2, metres)
+    up, gravity_file = args.up, None
+    if up is None and args.world_from_splat is None:  # --up overrides the recorded gravity
+        up, gravity_file = recorded_gravity_up(Path(args.splat))
     scale = ScaleSpec(table_size=tuple(args.table_size) if args.table_size else None,
                       known_distance=known, metric=args.metric)
     result = build_init_bundle(
         Path(args.splat), name=args.name or Path(args.out).name,
         cfg=RegisterConfig(seed=args.seed, min_contrast=args.min_contrast),
-        scale=scale, up=args.up, table_center=args.table_center, table_yaw_deg=args.table_yaw,
+        scale=scale, up=up, table_center=args.table_center, table_yaw_deg=args.table_yaw,
         table_height=args.table_height, world_from_splat_file=args.world_from_splat,
         keepouts=args.keepout, drop_nonfinite=args.drop_nonfinite,
         previews=not args.no_previews, backend=args.backend)
+    if gravity_file is not None:  # recorded, not hand-given: said so in the manifests
+        from bench.scene.ops import _hash_inputs
+
+        result.params["up_source"] = f"capture gravity ({gravity_file.name})"
+        result.inputs.update(_hash_inputs({"capture_gravity": gravity_file}))
+        for record in (result.bundle.extra_json["registration"], result.extra["registration"]):
+            record["gravity_rule"] = "capture gravity"
     write_bundle(result, args.out, overwrite=args.overwrite, inputs=inputs)
     reg = result.registration
     t = reg.table
     print(f"wrote {args.out}: {len(result.bundle.background):,} Gaussians ({result.fmt}), table "
           f"{t.size[0]:.3f} x {t.size[1]:.3f} m at z {t.height:.3f}, scale {reg.scale:.6g} "
-          f"({reg.scale_source}), up rule {reg.fit.gravity_rule}"
+          f"({reg.scale_source}), "
+          + ("up: from capture gravity" if gravity_file is not None
+             else f"up rule {reg.fit.gravity_rule}")
           + ("" if args.no_previews else f"; check {args.out}/previews/top.png"),
           file=sys.stderr)
     return 0
+
+
+def recorded_gravity_up(scan):  # Path -> (tuple[3] | None, Path | None)
+    """Up = minus the sensor gravity ``bench train`` recorded beside the scan, if any.
+
+    ``train_manifest.json`` next to the scan carries ``gravity_down`` when the capture was
+    imported from an RGB-D sequence with an accelerometer (sensor data in the scan's own
+    frame, not hand-given geometry); ``--up`` overrides it.
+    """
+    import json
+    import math
+
+    path = scan.parent / "train_manifest.json"
+    try:
+        value = json.loads(path.read_text()).get("gravity_down")
+    except (OSError, ValueError, AttributeError):
+        return None, None
+    if not (isinstance(value, list) and len(value) == 3
+            and all(isinstance(v, int | float) and math.isfinite(v) for v in value)
+            and any(value)):
+        return None, None
+    return tuple(-float(v) for v in value), path
 
 
 # --------------------------------------------------------------------------- edit

@@ -399,6 +399,25 @@ def _best_plane(search: _Search, active: np.ndarray, planes: np.ndarray, cfg: Re
     return normal, offset
 
 
+THICKNESS_SIGMAS = 3.0  # a patch's flatness band reaches this many robust SDs of its spread
+
+
+def band_half_width(signed: np.ndarray, weights: np.ndarray,  # [K], [K]
+                    threshold: float) -> float:
+    """Half-width of the band a patch's flatness (contrast) is measured over.
+
+    ``THICKNESS_SIGMAS`` x the robust spread (1.4826 x weighted median |distance|) of the
+    column's Gaussians within 2 inlier distances of the plane, kept in [1, 2] x
+    ``threshold``: a thin surface keeps the inlier distance (the test unchanged); a thick
+    band of Gaussians gets a band that holds it, and its slabs lie beyond its tails.
+    """
+    near = np.abs(signed) < 2.0 * threshold
+    if near.sum() < 10:
+        return threshold
+    spread = 1.4826 * _weighted_median(np.abs(signed[near]), weights[near])
+    return float(np.clip(THICKNESS_SIGMAS * spread, threshold, 2.0 * threshold))
+
+
 def _patches(search: _Search, active: np.ndarray, normal: np.ndarray, offset: float,
              index: int, cfg: RegisterConfig) -> tuple[list[PlanePatch], np.ndarray]:
     """Connected patches of one plane; returns them and the plane's inlier mask."""
@@ -407,7 +426,8 @@ def _patches(search: _Search, active: np.ndarray, normal: np.ndarray, offset: fl
     signed = search.points @ normal - offset
     inl = active & (np.abs(signed) < search.threshold)
     removed = inl.copy()  # the whole band leaves the pool, members or not
-    inl &= _agrees(search.normals, normal)
+    agree = _agrees(search.normals, normal)
+    inl &= agree
     if inl.sum() < 3:
         return [], removed
     e1, e2 = plane_basis(normal)
@@ -445,12 +465,18 @@ def _patches(search: _Search, active: np.ndarray, normal: np.ndarray, offset: fl
         if member.sum() < 10:
             continue
         column = all_label == lab
-        above_near = column & (signed >= search.threshold) & (signed < 2 * search.threshold)
-        below_near = column & (signed <= -search.threshold) & (signed > -2 * search.threshold)
-        side = search.weights[above_near].sum() + search.weights[below_near].sum()
         patch_mass = float(mass[lab])
-        contrast = patch_mass / max(side, 1e-9 * patch_mass)
-        beyond = 2.0 * search.threshold
+        # flatness at the patch's own thickness: a trained real top is a band of Gaussians
+        # ~2 cm either side of the surface, whose tails fill the slabs beside a band one
+        # inlier distance wide; a slice through a volume scores ~1 at any band width
+        half = band_half_width(signed[column], search.weights[column], search.threshold)
+        # like with like: band and slabs both count the Gaussians that may lie on the plane
+        # (non-flat ones, surfels facing along its normal; mug sides and walls count in neither)
+        band_mass = float(search.weights[column & agree & (np.abs(signed) < half)].sum())
+        near_side = column & agree & (np.abs(signed) >= half) & (np.abs(signed) < 2 * half)
+        side = float(search.weights[near_side].sum())
+        contrast = band_mass / max(side, 1e-9 * band_mass)
+        beyond = 2.0 * half
         above = search.weights[column & (signed > beyond)].sum() / patch_mass
         below = search.weights[column & (signed < -beyond)].sum() / patch_mass
         _, size, _ = min_area_rect(xy[member])

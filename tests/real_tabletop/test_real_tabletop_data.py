@@ -9,6 +9,7 @@ results/real-tabletop/.
 """
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,7 @@ def test_short_training_improves_held_out_psnr(kitchen):
 
 
 def test_registration_within_issue_34_tolerances(kitchen):
-    _, _, info = kitchen
+    out, _, info = kitchen
     a = info["registration"]["acceptance"]
     # issue 34 item 3, against the sequence's sensors: up within 2 deg of the accelerometer's
     # gravity, the table top within 2 cm of the held-out frames' depth plane, the footprint
@@ -60,6 +61,13 @@ def test_registration_within_issue_34_tolerances(kitchen):
     assert a["footprint_ok"] and a["footprint_error_m"] <= 0.05, a
     assert a["floor_ok"] and a["floor_to_table_error_m"] <= 0.03, a
     assert a["gravity_rule"] == "--up"  # the capture's accelerometer gravity, not a hand value
+    # `bench scene init` itself took up from the gravity the import recorded and the
+    # training carried (no --up, default --min-contrast)
+    from bench.demo.real_tabletop_cli import Paths
+
+    scene = json.loads((Paths(out, None).scene / "manifest.json").read_text())
+    assert scene["params"]["up_source"] == "capture gravity (train_manifest.json)", scene
+    assert scene["params"]["config"]["min_contrast"] == 5.0
 
 
 def test_perturbation_scored_against_real_frames(kitchen, tmp_path):
