@@ -154,10 +154,7 @@ def run_episode(
     start = time.perf_counter()
     obs, info = env.reset(seed=init_index)
     policy.reset(seed=init_index)
-    # the frames the policy saw: the wrist camera, or a multi-camera rig's first (yubi-dual:
-    # wrist_left_rgb), so OBS-Policy has frames whichever rig runs
-    seen = "wrist_rgb" if "wrist_rgb" in obs else next(
-        (k for k in sorted(obs) if k.endswith("_rgb")), None)
+    seen = seen_camera_key(obs)
     frames = [obs[seen]] if record_frames and seen is not None else []
     rows = list(info["frame_states"])
     name = policy_name or getattr(policy, "name", type(policy).__name__)
@@ -234,6 +231,17 @@ def run_episode(
         error=error,
     )
     return record, frames, time.perf_counter() - start
+
+
+def seen_camera_key(obs: dict[str, Any]) -> str | None:
+    """The image key whose frames a recorded episode keeps (what OBS-Policy scores).
+
+    The wrist camera, or a multi-camera rig's first (yubi-dual: ``wrist_left_rgb``), so
+    OBS-Policy has frames whichever rig runs; None for a state-only observation.
+    """
+    if "wrist_rgb" in obs:
+        return "wrist_rgb"
+    return next((k for k in sorted(obs) if k.endswith("_rgb")), None)
 
 
 def _run_async(env: Any, obs: Any, info: Any, query: Any, step: Any, execution: Execution,

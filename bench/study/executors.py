@@ -101,6 +101,10 @@ class ExecutorConfig:
         retries: Times a rollout whose execution failed is retried (count).
         chunk_size: Rollouts per work item sent to a worker (count).
         threads: Torch intra-op threads per ``process`` worker (count); 0 = cores / workers.
+        envs_per_worker: Environments each worker (or the serial driver) steps at once, as
+            one :class:`~bench.sim.vector_env.SplatBenchVectorEnv` (count); rows identical
+            to 1. A parallel executor's work item then holds ``chunk_size x envs_per_worker``
+            rollouts, so every sub-env has an episode.
     """
 
     kind: str = field(default="serial", metadata={
@@ -118,6 +122,9 @@ class ExecutorConfig:
     threads: int = field(default=0, metadata={
         "flag": "--threads-per-worker", "help": "torch threads of each pool worker (count; "
         "0 = cores / workers, so workers do not oversubscribe the cores)"})
+    envs_per_worker: int = field(default=1, metadata={
+        "flag": "--envs-per-worker", "help": "environments each worker steps at once as one "
+        "vector env (count; rows identical to 1)"})
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
@@ -128,9 +135,10 @@ class ExecutorConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise BenchError(f"executor {name} must be an integer >= 0, got {value!r}")
         _check_caps(self)  # issue 30: bounded before any worker or thread starts
-        if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
-            raise BenchError(f"executor chunk_size must be an integer >= 1, got "
-                             f"{self.chunk_size!r}")
+        for name in ("chunk_size", "envs_per_worker"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise BenchError(f"executor {name} must be an integer >= 1, got {value!r}")
         if not isinstance(self.address, str):
             raise BenchError(f"executor address must be a string, got {self.address!r}")
         meta = EXECUTORS.entry(self.kind).meta
@@ -165,13 +173,22 @@ class ExecutorConfig:
         return self.threads or max(1, (os.cpu_count() or 1) // self.resolved_workers())
 
     def to_json(self) -> dict[str, Any]:
-        """The settings as JSON."""
-        return dataclasses.asdict(self)
+        """The settings as JSON (``envs_per_worker`` only when set: older configs stay)."""
+        out = dataclasses.asdict(self)
+        if self.envs_per_worker == 1:  # added later: run configs written before keep their bytes
+            del out["envs_per_worker"]
+        return out
 
 
 def _check_caps(config: ExecutorConfig) -> None:
     """Refuse worker, thread and retry counts no machine can honour (issue 30)."""
     from bench.safety import MAX_RETRIES, MAX_THREADS_PER_WORKER, MAX_WORKERS
+
+    envs = config.envs_per_worker
+    if isinstance(envs, int) and envs > MAX_ENVS_PER_WORKER:  # each sub-env holds a renderer
+        raise BenchError(f"executor envs_per_worker (--envs-per-worker) {envs:,} exceeds the "
+                         f"cap of {MAX_ENVS_PER_WORKER}; use fewer (each env holds its own "
+                         "MuJoCo model and renderer)")
 
     for name, flag, cap, fix in (
             ("workers", "--workers", MAX_WORKERS, "use fewer (0 = one per core)"),
@@ -296,6 +313,10 @@ def run_serial(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: Ex
 
 
 _WORKER: WorkerState | None = None
+#: Most environments one worker steps at once (``--envs-per-worker``): each holds its own
+#: MuJoCo model, GL context and render buffers; 64 is past any gain measured
+#: (docs/speed/rollout.md) and bounds a worker's memory.
+MAX_ENVS_PER_WORKER = 64
 #: Seconds between a pool worker's checks that its driver still lives (PR_SET_PDEATHSIG's
 #: fallback where the kernel has no parent-death signal).
 PARENT_POLL_S = 1.0
@@ -336,10 +357,11 @@ def _worker_init(spec: Any, threads: int = 0, parent: int = 0) -> None:
     global _WORKER
     if parent:  # a pool worker: dies with its driver (first: before any slow import)
         die_with_parent(parent)
-    if threads:  # the pool's workers share the cores (torch defaults to all of them each)
-        import torch
+    if threads:  # the pool's workers share the cores: every library's pool sized on purpose
+        from bench.threads import limit_threads, limit_torch_threads
 
-        torch.set_num_threads(threads)
+        limit_threads(threads)  # OpenMP/BLAS/llvmpipe (before the first GL context), Warp
+        limit_torch_threads(threads)  # torch intra-op = threads, inter-op = 1
     if _WORKER is not None:
         _WORKER.close()
     _WORKER = WorkerState(spec)
@@ -565,10 +587,12 @@ def run_ray(spec: Any, chunks: list[RolloutChunk], driver: Driver, config: Execu
             ray.shutdown()
 
 
-def chunks_of(spec: Any, todo: dict, bundles: dict, *, size: int | None) -> list[RolloutChunk]:
+def chunks_of(spec: Any, todo: dict, bundles: dict, *, size: int | None, envs: int = 1
+              ) -> list[RolloutChunk]:
     """Work items: each (scene, condition, task, domain) group of ``todo`` cut into ``size``.
 
-    ``size`` None keeps each group whole (serial: one env per group, as always).
+    ``size`` None keeps each group whole (serial: one env per group, as always); ``envs``:
+    sub-envs the worker steps at once (:attr:`ExecutorConfig.envs_per_worker`).
     """
     chunks = []
     for (scene, cond, task, domain), items in todo.items():
@@ -577,6 +601,7 @@ def chunks_of(spec: Any, todo: dict, bundles: dict, *, size: int | None) -> list
         step = size or len(items)
         for i in range(0, len(items), step):
             chunks.append(RolloutChunk(scene, cond, task, domain, tuple(items[i:i + step]),
-                                       str(bundle.path), bundle.manifest_sha256, known))
+                                       str(bundle.path), bundle.manifest_sha256, known,
+                                       envs))
     return chunks
 

@@ -39,6 +39,7 @@ class RolloutChunk:
     bundle: str  # bundle directory
     manifest_sha256: str
     latencies: tuple[tuple[str, float | None], ...] = ()
+    envs: int = 1  # sub-envs run at once in the worker (ExecutorConfig.envs_per_worker)
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -56,6 +57,8 @@ class RolloutOutcome:
         error: The policy fault ("" when none).
         latencies: Per-query latency (ms) of the rollout.
         frames: OBS-Policy frames to keep (F arrays ``[H, W, 3]`` uint8), or None.
+        replies: (query, JSON) reply extras of a policy that keeps them (``episode_extras``:
+            a remote policy), stored in ``policy_replies``; None for other policies.
     """
 
     key: tuple
@@ -63,6 +66,7 @@ class RolloutOutcome:
     error: str
     latencies: list[float]
     frames: list[np.ndarray] | None = None
+    replies: list[tuple[int, str]] | None = None
 
 
 @dataclass
@@ -88,6 +92,8 @@ class WorkerState:
         self.keep_env = keep_env
         self._bundle: tuple[tuple[str, str], Any] | None = None
         self._env: tuple[tuple[str, str, str, str], Any, dict] | None = None
+        # the chunk's cell as N envs (--envs-per-worker): the vector env, policies per sub-env
+        self._vector: tuple[tuple[str, str, str, str, int], Any, list[dict]] | None = None
 
     def background(self, scene: str, condition: str, path: str) -> Any:
         """The condition's scene bundle (one kept in memory at a time)."""
@@ -100,13 +106,43 @@ class WorkerState:
 
     def env_and_policies(self, chunk: RolloutChunk) -> tuple[Any, dict]:
         """The env and policies of a chunk's cell (the env is reused while the cell is the same)."""
+        if self._env is not None and self._env[0] == (*chunk.group, chunk.domain):
+            return self._env[1], self._env[2]
+        self.close()
+        env, policies = self._build(chunk)
+        self._env = ((*chunk.group, chunk.domain), env, policies)
+        return env, policies
+
+    def vector_and_policies(self, chunk: RolloutChunk) -> tuple[Any, list[dict]]:
+        """The chunk's cell as ``chunk.envs`` sub-envs (a vector env) + policies per sub-env.
+
+        Every sub-env and policy is built exactly as :meth:`env_and_policies` builds its one
+        (policies may keep per-episode state and read their env); the background is shared.
+        """
+        from bench.sim.vector_env import SplatBenchVectorEnv
+
+        key = (*chunk.group, chunk.domain, chunk.envs)
+        if self._vector is not None and self._vector[0] == key:
+            return self._vector[1], self._vector[2]
+        self.close()
+        built: list[tuple[Any, dict]] = []
+        try:
+            for _ in range(chunk.envs):
+                built.append(self._build(chunk))
+            vec = SplatBenchVectorEnv([env for env, _ in built], copy=False)
+        except BaseException:
+            for env, _ in built:
+                env.close()
+            raise
+        self._vector = (key, vec, [policies for _, policies in built])
+        return vec, self._vector[2]
+
+    def _build(self, chunk: RolloutChunk) -> tuple[Any, dict]:
+        """A fresh env of the chunk's cell and its policies (one of each)."""
         import bench.policies.visual  # noqa: F401 - registers the visual policies
         from bench.policies import make_policy
         from bench.policies.entry import build_ref
 
-        if self._env is not None and self._env[0] == (*chunk.group, chunk.domain):
-            return self._env[1], self._env[2]
-        self.close()
         spec = self.spec
         bundle = self.background(chunk.scene, chunk.condition, chunk.bundle)
         env = make_study_env(spec, scene=chunk.scene, task=chunk.task, domain=chunk.domain,
@@ -118,14 +154,16 @@ class WorkerState:
         except BaseException:
             env.close()
             raise
-        self._env = ((*chunk.group, chunk.domain), env, policies)
         return env, policies
 
     def close(self) -> None:
-        """Close the cached env."""
+        """Close the cached env (or vector env)."""
         if self._env is not None:
             env, self._env = self._env[1], None
             env.close()
+        if self._vector is not None:
+            vec, self._vector = self._vector[1], None
+            vec.close()
 
 
 def make_study_env(spec: Any, *, scene: str, task: str, domain: str, bundle: Any,
@@ -162,7 +200,12 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
     spec = state.spec
     deployment = Deployment.from_dict(spec.deployment)
     keep = obs_policy_enabled(spec) and chunk.domain == "sim"
-    env, policies = state.env_and_policies(chunk)
+    vec = slot_policies = None
+    if chunk.envs > 1:  # N sub-envs (kept for the cell's next chunk); sub-env 0 measures
+        vec, slot_policies = state.vector_and_policies(chunk)
+        env, policies = vec.envs[0], slot_policies[0]
+    else:
+        env, policies = state.env_and_policies(chunk)
     try:
         known = dict(chunk.latencies)
         executions = {}
@@ -171,12 +214,15 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
             if deployment.measured:
                 measured = known.get(p)
                 if measured is None:
-                    start = init_index(spec, chunk.domain, chunk.items[0][1])
+                    start = init_index(spec, chunk.domain, chunk.items[0][1], chunk.condition)
                     measured = measure_latency_ms(env, policy, init_index=start)
                     yield MeasuredLatency(chunk.task, p, measured)
             executions[p] = deployment.execution_for(measured)
+        if vec is not None and all(e.mode == "blocking" for e in executions.values()):
+            yield from _run_vector(spec, chunk, vec, slot_policies, keep)
+            return
         for policy, trial in chunk.items:
-            start = init_index(spec, chunk.domain, trial)
+            start = init_index(spec, chunk.domain, trial, chunk.condition)
             key = (spec.name, chunk.scene, chunk.condition, chunk.task, policy, chunk.domain,
                    trial)
             latencies: list[float] = []
@@ -195,7 +241,56 @@ def run_chunk(state: WorkerState, chunk: RolloutChunk) -> Iterator[Any]:
                                           condition=chunk.condition, task=chunk.task,
                                           policy=policy, domain=chunk.domain,
                                           trial=trial, manifest_sha256=chunk.manifest_sha256)
-            yield RolloutOutcome(key, row, "", latencies, kept)
+            yield RolloutOutcome(key, row, "", latencies, kept,
+                                 _replies([policies[policy]], start))
     finally:
         if not state.keep_env:
             state.close()
+
+
+def _run_vector(spec: Any, chunk: RolloutChunk, vec: Any, policies: list[dict], keep: bool
+                ) -> Iterator[Any]:
+    """The chunk's rollouts on the sub-envs of ``vec``; outcomes in chunk order.
+
+    :func:`bench.sim.vector_rollout.run_episodes` gives record for record what
+    :func:`bench.sim.rollout.run_episode` gives.
+    """
+    from bench.sim.vector_rollout import EpisodeJob, run_episodes
+    from bench.study.plan import init_index
+    from bench.study.store import RolloutRow
+
+    jobs = [EpisodeJob(policy, init_index(spec, chunk.domain, trial, chunk.condition), trial)
+            for policy, trial in chunk.items]
+    for result in run_episodes(vec, policies, jobs, record_frames=keep):
+        record, (policy, trial) = result.record, chunk.items[result.job]
+        key = (spec.name, chunk.scene, chunk.condition, chunk.task, policy, chunk.domain, trial)
+        if record.status == "error":
+            yield RolloutOutcome(key, None, record.error, result.latencies)
+            continue
+        kept = (list(result.frames[:record.policy_queries][::spec.obs_policy_every])
+                if keep else None)
+        replies = _replies([slot[policy] for slot in policies], jobs[result.job].init_index)
+        row = RolloutRow.from_episode(record, study=spec.name, scene=chunk.scene,
+                                      condition=chunk.condition, task=chunk.task,
+                                      policy=policy, domain=chunk.domain, trial=trial,
+                                      manifest_sha256=chunk.manifest_sha256)
+        yield RolloutOutcome(key, row, "", result.latencies, kept, replies)
+
+
+def _replies(candidates: list[Any], seed: int) -> list[tuple[int, str]] | None:
+    """The stored rows of an ended episode's reply extras (None: the policy keeps none).
+
+    ``candidates``: the policy objects that may have run it (a vector run's sub-envs each
+    have their own); the episode is found by its seed, unique among a chunk's rollouts.
+    """
+    hooks = [getattr(p, "episode_extras", None) for p in candidates]
+    hooks = [h for h in hooks if callable(h)]
+    if not hooks:
+        return None
+    from bench.study.store import reply_rows
+
+    for hook in hooks:
+        extras = hook(seed=seed)
+        if extras:
+            return reply_rows(extras)
+    return []
