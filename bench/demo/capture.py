@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
+from bench.scene.ply import write_point_ply
 
 TOOL_ID = "demo-capture/1"
 LENS = "fisheye"  # the single lens of the simulated capture rig
@@ -318,23 +319,6 @@ def dense_seed(renderer: Any, manifest: Any, world: Any, config: CaptureConfig,
                                     replace=False))]
     noisy = pts[keep] + rng.normal(0.0, config.seed_noise, size=(len(keep), 3))
     return noisy.astype(np.float32), np.ascontiguousarray(cols[keep], dtype=np.uint8)
-
-
-def write_point_ply(path: Path, points: np.ndarray, colours: np.ndarray) -> None:
-    """A binary little-endian PLY of ``x y z red green blue`` (points [N, 3], colours [N, 3])."""
-    from bench.provenance import atomic_write_bytes
-
-    header = ("ply\nformat binary_little_endian 1.0\n"
-              f"element vertex {len(points)}\n"
-              "property float x\nproperty float y\nproperty float z\n"
-              "property uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n")
-    rows = np.zeros(len(points), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"),
-                                        ("red", "u1"), ("green", "u1"), ("blue", "u1")])
-    for k, name in enumerate("xyz"):
-        rows[name] = points[:, k]
-    for k, name in enumerate(("red", "green", "blue")):
-        rows[name] = colours[:, k]
-    atomic_write_bytes(path, header.encode("ascii") + rows.tobytes())
 
 
 def simulate_capture(world: Any, out: str | os.PathLike, *,

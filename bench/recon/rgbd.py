@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.errors import BenchError
+from bench.scene.ply import write_point_ply
 
 TOOL_ID = "import-rgbd/1"
 LAYOUTS = ("7scenes", "tum", "folder")
@@ -530,23 +531,6 @@ def dense_seed(source: RgbdSource, frames: list[RgbdFrame], config: RgbdImportCo
                          "(depth units per metre) and --depth-min/--depth-max")
     rgb = np.clip(np.floor(mean_col + 0.5), 0, 255).astype(np.uint8)
     return mean_pos.astype(np.float32), rgb, counts
-
-
-def write_point_ply(path: Path, points: np.ndarray, colours: np.ndarray) -> None:
-    """A binary little-endian PLY of ``x y z red green blue`` (points [N, 3], colours [N, 3])."""
-    from bench.provenance import atomic_write_bytes
-
-    header = ("ply\nformat binary_little_endian 1.0\n"
-              f"element vertex {len(points)}\n"
-              "property float x\nproperty float y\nproperty float z\n"
-              "property uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n")
-    rows = np.zeros(len(points), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"),
-                                        ("red", "u1"), ("green", "u1"), ("blue", "u1")])
-    for k, name in enumerate("xyz"):
-        rows[name] = points[:, k]
-    for k, name in enumerate(("red", "green", "blue")):
-        rows[name] = colours[:, k]
-    atomic_write_bytes(path, header.encode("ascii") + rows.tobytes())
 
 
 def _write_png(path: Path, rgb: np.ndarray) -> None:  # rgb [H, W, 3] uint8

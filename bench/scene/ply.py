@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
-from bench.provenance import atomic_write_chunks
+from bench.provenance import atomic_write_bytes, atomic_write_chunks
 from bench.scene.gaussians import SH_C0, GaussianSplats
 
 # PLY scalar type names (both spellings) -> numpy type code without byte order.
@@ -707,3 +707,22 @@ def read_gaussians(path: str | os.PathLike, *, drop_nonfinite: bool = False) -> 
     if path.suffix.lower() == ".splat":
         return read_splat(path, drop_nonfinite=drop_nonfinite)
     return read_ply(path, drop_nonfinite=drop_nonfinite)
+
+
+def write_point_ply(path: Path, points: np.ndarray, colours: np.ndarray) -> None:
+    """A binary little-endian PLY of ``x y z red green blue`` (points [N, 3], colours [N, 3]).
+
+    A capture's seed point cloud (simulated captures and ``bench capture import-rgbd``), which
+    :mod:`bench.recon.train` initialises from.
+    """
+    header = ("ply\nformat binary_little_endian 1.0\n"
+              f"element vertex {len(points)}\n"
+              "property float x\nproperty float y\nproperty float z\n"
+              "property uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n")
+    rows = np.zeros(len(points), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"),
+                                        ("red", "u1"), ("green", "u1"), ("blue", "u1")])
+    for k, name in enumerate("xyz"):
+        rows[name] = points[:, k]
+    for k, name in enumerate(("red", "green", "blue")):
+        rows[name] = colours[:, k]
+    atomic_write_bytes(path, header.encode("ascii") + rows.tobytes())
