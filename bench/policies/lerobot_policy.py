@@ -76,9 +76,7 @@ class LeRobotPolicy:
                  action_columns: Sequence[int] = tuple(range(ACTION_DIM)),
                  action_mode: str = "delta", name: str = "lerobot") -> None:
         require_lerobot()
-        import torch
-        from lerobot.configs.policies import PreTrainedConfig
-        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        from splatserve.lerobot import load_checkpoint
 
         folder = Path(path)
         if not (folder / "config.json").is_file():
@@ -86,19 +84,12 @@ class LeRobotPolicy:
                              "config.json); pass path=.../pretrained_model")
         if action_mode not in ACTION_MODES:
             raise BenchError(f"action_mode {action_mode!r} is not one of {ACTION_MODES}")
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model, self.preprocess, self.postprocess, device = load_checkpoint(
+            folder, device=device)
         self.name, self.seed, self.device = name, seed, device
         self.action_mode = action_mode
         self.action_columns = [int(c) for c in action_columns]
         self.state_indices = [int(i) for i in state_indices]
-        config = PreTrainedConfig.from_pretrained(folder)
-        config.device = device
-        self.model = get_policy_class(config.type).from_pretrained(folder, config=config)
-        self.model.to(device).eval()
-        self.preprocess, self.postprocess = make_pre_post_processors(
-            self.model.config, pretrained_path=str(folder),
-            preprocessor_overrides={"device_processor": {"device": device}})
         features = self.model.config.input_features
         self.visual = {k: tuple(v.shape) for k, v in features.items()
                        if k.startswith(IMAGE_PREFIX)}

@@ -48,6 +48,33 @@ def episode_torch_seed(seed: int, episode_id: int) -> int:
     return int(np.random.SeedSequence([int(seed), max(int(episode_id), 0)]).generate_state(1)[0])
 
 
+def load_checkpoint(folder: Path, *, device: str = "cpu") -> tuple[Any, Any, Any, str]:
+    """(policy, preprocessor, postprocessor, device) of a ``pretrained_model`` directory.
+
+    Loaded the way LeRobot's own scripts load it: the config, the policy class it names,
+    ``from_pretrained`` weights and the saved processor pipelines with their normalisation
+    statistics; ``device`` "auto" picks CUDA when available. Raises :class:`KitError` where
+    LeRobot is not importable. The bench's in-process ``lerobot`` policy loads through this too.
+    """
+    try:
+        import torch
+        from lerobot.configs.policies import PreTrainedConfig
+        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+    except ImportError as exc:
+        raise KitError(f"LeRobot is not importable here ({exc}); run this inside the "
+                       "LeRobot environment (make lerobot-env)") from None
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    config = PreTrainedConfig.from_pretrained(folder)
+    config.device = device
+    model = get_policy_class(config.type).from_pretrained(folder, config=config)
+    model.to(device).eval()
+    preprocess, postprocess = make_pre_post_processors(
+        model.config, pretrained_path=str(folder),
+        preprocessor_overrides={"device_processor": {"device": device}})
+    return model, preprocess, postprocess, device
+
+
 class LeRobotServed:
     """A LeRobot ``pretrained_model`` directory as a kit policy (``infer(obs) -> dict``).
 
@@ -73,21 +100,12 @@ class LeRobotServed:
                            "config.json); pass --checkpoint .../pretrained_model")
         try:
             import torch
-            from lerobot.configs.policies import PreTrainedConfig
-            from lerobot.policies.factory import get_policy_class, make_pre_post_processors
         except ImportError as exc:
             raise KitError(f"LeRobot is not importable here ({exc}); run this inside the "
                            "LeRobot environment (make lerobot-env)") from None
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model, self.preprocess, self.postprocess, device = load_checkpoint(
+            folder, device=device)
         self.torch, self.device, self.seed = torch, device, int(seed)
-        config = PreTrainedConfig.from_pretrained(folder)
-        config.device = device
-        self.model = get_policy_class(config.type).from_pretrained(folder, config=config)
-        self.model.to(device).eval()
-        self.preprocess, self.postprocess = make_pre_post_processors(
-            self.model.config, pretrained_path=str(folder),
-            preprocessor_overrides={"device_processor": {"device": device}})
         features = self.model.config.input_features
         self.visual = {k: tuple(v.shape) for k, v in features.items()
                        if k.startswith(IMAGE_PREFIX)}
