@@ -213,10 +213,13 @@ def stage_register(data: Path, paths: Paths, config: RealTabletopConfig, *,
     # a training recorded the capture's gravity (`bench train` since issue 34): scene init
     # uses it by itself; a run trained before that is given the same sensor gravity as --up
     given_up = [] if recorded is not None else ["--up", ",".join(f"{v:.9f}" for v in up)]
+    # the default contrast is not passed: the command is the one a user types
+    contrast = ([] if config.min_contrast == RegisterConfig().min_contrast
+                else ["--min-contrast", config.min_contrast])
     if not (resume and (paths.scene / "manifest.json").is_file()):
         _bench(["scene", "init", "--splat", paths.raw / "background.ply", "--out", paths.scene,
-                "--metric", *given_up, "--min-contrast", config.min_contrast, "--seed",
-                config.seed, "--name", "kitchen", "--overwrite"])
+                "--metric", *given_up, *contrast, "--seed", config.seed, "--name", "kitchen",
+                "--overwrite"])
     # the same registration again (seeded, deterministic) for its fit details
     registration = register_scan(splats, cfg=RegisterConfig(seed=config.seed,
                                                             min_contrast=config.min_contrast),
@@ -372,13 +375,16 @@ def _paper_and_replica() -> dict[str, dict[str, float]]:
     """Mean Test PSNR per condition: YUBI's three rigs and the demo replica's three rooms."""
     import csv
 
+    from bench.tabular import open_csv_text
+    from protocols import DEFAULT_YUBI_DATA
+
     root = Path(__file__).resolve().parents[2] / "results"
     paper: dict[str, list[float]] = {}
-    with open(root / "yubi" / "data" / "test_metrics_common_set.csv", newline="") as handle:
+    with open_csv_text(DEFAULT_YUBI_DATA / "test_metrics_common_set.csv") as handle:
         for row in csv.DictReader(handle):
             paper.setdefault(row["condition"], []).append(float(row["psnr_all"]))
     replica: dict[str, dict[str, list[float]]] = {}
-    with open(root / "demo" / "tables" / "quality.csv", newline="") as handle:
+    with open_csv_text(root / "demo" / "tables" / "quality.csv") as handle:
         for row in csv.DictReader(handle):
             if row["view_protocol"] == "test" and row["metric"] == "psnr":
                 replica.setdefault(row["condition"], {}).setdefault(row["scene"], []).append(
@@ -396,8 +402,10 @@ def _study_quality(study: Path) -> dict[tuple[str, str, str], float]:
     """(condition, protocol, metric) -> mean over frames, from the study's quality table."""
     import csv
 
+    from bench.tabular import open_csv_text
+
     sums: dict[tuple[str, str, str], list[float]] = {}
-    with open(study / "tables" / "quality.csv", newline="") as handle:
+    with open_csv_text(study / "tables" / "quality.csv") as handle:
         for row in csv.DictReader(handle):
             sums.setdefault((row["condition"], row["view_protocol"], row["metric"]), []).append(
                 float(row["value"]))

@@ -28,8 +28,11 @@ Pipeline (:func:`register_scan`), every random draw from one ``numpy.random.Gene
    ceiling nothing above); if none is two-sided, the best one-sided patch with
    a warning. ``near`` (``--table-center``) picks the patch nearest that point.
 5. **Fit**: weighted least-squares plane on every Gaussian within the inlier
-   distance over the patch's cells (twice), then ``cv2.minAreaRect`` of those
-   inliers in the plane: centre, side lengths, yaw. Long side = table x.
+   distance over the patch's cells (twice); in the plane, the dense core of those
+   inliers less thin side fringes, its ``cv2.minAreaRect`` yaw, and the sides where
+   the opacity-weighted density across each falls to a quarter of its median
+   (:func:`density_edges`; never past the points): centre, side lengths, yaw. Long
+   side = table x.
 6. **Gravity sign** (``up`` decides when given): large planes parallel to the
    table (>= 30 % of its mass) on both sides -> the nearer side is the floor
    (tables stand ~0.75 m above a floor and ~1.5 m or more below a ceiling); on
@@ -754,6 +757,64 @@ def sparse_side_trim(xy: np.ndarray, theta: float, *, floor: float = 0.25
     return _dense_run(u, strip, floor) & _dense_run(v, strip, floor)
 
 
+EDGE_LEVEL = 0.25  # a side lies where the density falls to this fraction of its median
+EDGE_SMOOTH = 2.0  # density profiles are smoothed over this many mean point spacings
+
+
+def _outer_crossing(coord: np.ndarray, weights: np.ndarray, spacing: float
+                    ) -> tuple[float, float]:  # [N], [N] -> (low, high)
+    """Outermost positions where the smoothed weighted density of ``coord`` reaches the level.
+
+    Bins one mean spacing wide, Gaussian smoothing of ``EDGE_SMOOTH`` bins, level
+    ``EDGE_LEVEL`` x the median smoothed density over occupied bins; each crossing is
+    interpolated between bin centres and never lies beyond the points themselves.
+    """
+    from scipy import ndimage
+
+    pad = int(math.ceil(4 * EDGE_SMOOTH)) + 1
+    lo = float(coord.min()) - pad * spacing
+    index = np.floor((coord - lo) / spacing).astype(np.int64)
+    hist = np.bincount(index, weights=weights, minlength=int(index.max()) + pad + 1)
+    dens = ndimage.gaussian_filter1d(hist, EDGE_SMOOTH, mode="constant")
+    level = EDGE_LEVEL * float(np.median(dens[hist > 0]))
+    above = np.flatnonzero(dens >= level)
+
+    def cross(a: int, b: int) -> float:  # bin position where the profile meets the level
+        return a + (level - dens[a]) / (dens[b] - dens[a]) * (b - a)
+
+    low = lo + (cross(above[0] - 1, above[0]) + 0.5) * spacing
+    high = lo + (cross(above[-1], above[-1] + 1) + 0.5) * spacing
+    return max(low, float(coord.min())), min(high, float(coord.max()))
+
+
+def density_edges(xy: np.ndarray, weights: np.ndarray,  # [N, 2], [N]
+                  theta: float) -> tuple[np.ndarray, tuple[float, float]]:
+    """Rectangle at yaw ``theta`` whose sides sit where the surface's density fades.
+
+    Across each side the opacity-weighted point density (bins of one mean spacing, smoothed
+    over ``EDGE_SMOOTH`` spacings) is followed outwards to where it falls to ``EDGE_LEVEL``
+    (a quarter, the fringe level of :func:`dense_core` and :func:`sparse_side_trim`) of its
+    median: a trained real table's edges spill a sparse, faint fringe of Gaussians 3-7 cm
+    past the real edge (160 px frames: ~2 cm per pixel), which a bounding rectangle takes in
+    whole. The sides never move past the points, so a clean scan keeps its exact extent.
+
+    Returns:
+        (centre [2], (side along theta, side across)).
+    """
+    n = len(xy)
+    if n < 200:
+        return rect_at_yaw(xy, theta)
+    _, (long, short), _ = min_area_rect(xy)
+    spacing = math.sqrt(max(long * short, 1e-300) / n)
+    c, s = math.cos(theta), math.sin(theta)
+    u, v = xy @ np.array([c, s]), xy @ np.array([-s, c])
+    w = np.asarray(weights, np.float64)
+    u0, u1 = _outer_crossing(u, w, spacing)
+    v0, v1 = _outer_crossing(v, w, spacing)
+    centre = (u0 + u1) / 2.0 * np.array([c, s]) + (v0 + v1) / 2.0 * np.array([-s, c])
+    return centre, (float(u1 - u0), float(v1 - v0))
+
+
 def fit_table(means: np.ndarray, opacity: np.ndarray, patch: PlanePatch, search: _Search,
               *, normals: np.ndarray | None = None, yaw_override_deg: float | None = None,
               min_opacity: float = 0.1,
@@ -762,7 +823,9 @@ def fit_table(means: np.ndarray, opacity: np.ndarray, patch: PlanePatch, search:
 
     The inlier distance starts at the search's and shrinks to 3 x the fit's RMS (at
     least a quarter of it) so table edges and objects standing on the top do not tilt
-    or shift the plane.
+    or shift the plane. The rectangle: yaw from ``cv2.minAreaRect`` of the dense core
+    less side fringes, sides from :func:`density_edges` (a given yaw: the bounding
+    rectangle at that yaw, as before).
 
     Returns:
         (normal [3], centre [3], long axis [3], (long, short), rms, inlier count).
@@ -801,11 +864,17 @@ def fit_table(means: np.ndarray, opacity: np.ndarray, patch: PlanePatch, search:
                            "after refinement; pass --table-center X,Y,Z on the table top")
     b1, b2 = plane_basis(normal)
     xy = np.stack([pts[idx] @ b1, pts[idx] @ b2], axis=1)
-    xy = xy[dense_core(xy)]
+    weight = opacity[idx].astype(np.float64)
+    core = dense_core(xy)
+    xy, weight = xy[core], weight[core]
     if yaw_override_deg is None:
         _, _, theta = min_area_rect(xy)
-        xy = xy[sparse_side_trim(xy, theta)]
-        centre2d, size, theta = min_area_rect(xy)
+        trimmed = sparse_side_trim(xy, theta)
+        xy, weight = xy[trimmed], weight[trimmed]
+        _, _, theta = min_area_rect(xy)
+        centre2d, size = density_edges(xy, weight, theta)
+        if size[1] > size[0]:  # trimming swapped which side is longer: keep long = x
+            size, theta = (size[1], size[0]), (theta + math.pi / 2.0) % math.pi
     else:
         theta = math.radians(yaw_override_deg)
         centre2d, size = rect_at_yaw(xy, theta)

@@ -27,6 +27,7 @@ from bench.scene.register import (
     RegistrationWarning,
     ScaleSpec,
     check_scan,
+    density_edges,
     min_area_rect,
     plane_basis,
     register_scan,
@@ -286,3 +287,27 @@ def test_thick_trained_top_passes_flatness_a_volume_does_not():
     with pytest.raises(NoTableError, match="not flat"):
         register_scan(_cloud(room), up=up, scale=ScaleSpec(metric=True))
 
+
+
+def test_density_edges_drop_a_faint_fringe_and_keep_a_clean_extent():
+    """A 2.0 x 0.9 m top (uniform points, opacity 0.9) with a trained-edge fringe: a 6 cm strip
+    past one long side and one end at a tenth of the density and low opacity (0.2). The
+    bounding rectangle takes the fringe in whole (2.05 x 0.96 m); the density edges end 2.3 cm
+    past the top on the fringe's sides (measured; a sharp edge smoothed over 2 spacings of
+    1.4 cm reaches a quarter of its level ~1.9 cm outside it) and on the points elsewhere.
+    A clean top keeps exactly its points' extent."""
+    rng = np.random.default_rng(5)
+    top = rng.uniform((-1.0, -0.45), (1.0, 0.45), (9000, 2))
+    side = rng.uniform((-1.0, 0.45), (1.0, 0.51), (60, 2))
+    end = rng.uniform((1.0, -0.45), (1.06, 0.45), (27, 2))
+    xy = np.vstack([top, side, end])
+    weight = np.r_[np.full(len(top), 0.9), np.full(len(side) + len(end), 0.2)]
+    theta = math.radians(20.0)
+    rot = np.array([[math.cos(theta), -math.sin(theta)], [math.sin(theta), math.cos(theta)]])
+    centre, size = density_edges(xy @ rot.T, weight, theta)
+    bounding = np.ptp(xy, axis=0)
+    assert bounding[0] > 2.04 and bounding[1] > 0.95  # the fringe is in the bounding box
+    assert 2.0 <= size[0] < 2.03 and 0.9 <= size[1] < 0.93, size
+    assert np.allclose(rot.T @ centre, (0.0, 0.0), atol=0.015), rot.T @ centre
+    clean, clean_size = density_edges(top @ rot.T, np.full(len(top), 0.9), theta)
+    assert np.allclose(clean_size, np.ptp(top, axis=0), rtol=1e-9)
