@@ -242,7 +242,9 @@ def stage_register(data: Path, paths: Paths, config: RealTabletopConfig, *,
     floor = registered_floor_to_table(registration)
     result = compare_registration(registration, truth, config=accept, floor_to_table=floor,
                                   depth_floor_to_table=measured)
-    result.update({"gravity_rule": registration.fit.gravity_rule,
+    # the up direction is the capture's recorded gravity (as scene init reads it), not a flag
+    rule = "capture gravity" if recorded is not None else registration.fit.gravity_rule
+    result.update({"gravity_rule": rule,
                    "automatic_without_up": automatic,
                    "plane_rms_m": registration.fit.rms, "inliers": registration.fit.inliers,
                    "depth_plane_rms_m": held_out.plane.rms,
