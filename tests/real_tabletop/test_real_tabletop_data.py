@@ -60,7 +60,8 @@ def test_registration_within_issue_34_tolerances(kitchen):
     assert a["plane_ok"] and a["plane_error_m"] <= 0.02, a
     assert a["footprint_ok"] and a["footprint_error_m"] <= 0.05, a
     assert a["floor_ok"] and a["floor_to_table_error_m"] <= 0.03, a
-    assert a["gravity_rule"] == "--up"  # the capture's accelerometer gravity, not a hand value
+    # the capture's accelerometer gravity as the training recorded it, not a hand value
+    assert a["gravity_rule"] == "capture gravity"
     # `bench scene init` itself took up from the gravity the import recorded and the
     # training carried (no --up, default --min-contrast)
     from bench.demo.real_tabletop_cli import Paths
