@@ -194,6 +194,16 @@ def paired_change(clean: dict[int, int], cond: dict[int, int]) -> tuple[int, int
     return len(shared), worse, better
 
 
+#: Columns of a :func:`_paired_rows` row (the paired table adds ``real_source``).
+PAIRED_COLUMNS = ("condition", "scene", "task", "role", "policy", "clean_successes",
+                  "clean_trials", "successes", "trials", "paired_trials", "worse", "better",
+                  "mcnemar_p", "fisher_p", "starts")
+#: Columns of a :func:`_comparison_rows` row (the comparisons table adds ``real_source``).
+COMPARISON_COLUMNS = ("condition", "scene", "task", "sim_k1", "sim_n1", "sim_k2", "sim_n2",
+                      "fisher_p", "significant", "power", "trials_needed", "verdict", "real_k1",
+                      "real_n1", "real_k2", "real_n2", "outcome")
+
+
 def _paired_rows(spec: StudySpec, outcomes: Outcomes) -> list[list[Any]]:
     """Per (condition, scene, task, policy): clean vs condition, McNemar beside Fisher."""
     rows = []
@@ -218,9 +228,7 @@ def _paired_rows(spec: StudySpec, outcomes: Outcomes) -> list[list[Any]]:
 
 def _paired_table(spec: StudySpec, rows: list[list[Any]], out: Path, source: str
                   ) -> list[Path]:
-    header = ["condition", "scene", "task", "role", "policy", "clean_successes", "clean_trials",
-              "successes", "trials", "paired_trials", "worse", "better", "mcnemar_p",
-              "fisher_p", "starts", "real_source"]
+    header = [*PAIRED_COLUMNS, "real_source"]
     notes = ["Each simulated trial t starts from the same initial condition in clean and in the "
              "condition (paired); worse: success under clean, failure under the condition; "
              "better: the reverse; mcnemar_p: exact two-sided McNemar (binomial test of worse "
@@ -254,9 +262,7 @@ def _comparison_rows(spec: StudySpec, by_condition: dict[str, dict]) -> list[lis
 
 def _comparisons_table(spec: StudySpec, rows: list[list[Any]], out: Path, source: str
                        ) -> list[Path]:
-    header = ["condition", "scene", "task", "sim_k1", "sim_n1", "sim_k2", "sim_n2", "fisher_p",
-              "significant", "power", "trials_needed", "verdict", "real_k1", "real_n1",
-              "real_k2", "real_n2", "outcome", "real_source"]
+    header = [*COMPARISON_COLUMNS, "real_source"]
     notes = [f"power: exact two-sided Fisher power (p < {spec.alpha:g}) at the observed rates "
              "with the comparison's trials per policy; trials_needed: the smallest n with "
              f"power >= {TARGET_POWER:g}, as `bench plan trials --p1 k1/n1 --p2 k2/n2` says "
@@ -276,14 +282,15 @@ def _transitions_table(spec: StudySpec, by_condition: dict[str, dict], out: Path
              for cond, pairs in by_condition.items() if cond != CLEAN}
     control = found.get(CONTROL)
     floor = "" if control is None else control.sig_lost + control.sig_gained
+    verdict = COMPARISON_COLUMNS.index("verdict")
     rows = []
     for cond, t in found.items():
-        mine = [r for r in paired if r[0] == cond]
-        worse, better = sum(r[10] for r in mine), sum(r[11] for r in mine)
-        k0, n0 = sum(r[5] for r in mine), sum(r[6] for r in mine)
-        k1, n1 = sum(r[7] for r in mine), sum(r[8] for r in mine)
+        mine = [dict(zip(PAIRED_COLUMNS, r, strict=True)) for r in paired if r[0] == cond]
+        worse, better = sum(r["worse"] for r in mine), sum(r["better"] for r in mine)
+        k0, n0 = sum(r["clean_successes"] for r in mine), sum(r["clean_trials"] for r in mine)
+        k1, n1 = sum(r["successes"] for r in mine), sum(r["trials"] for r in mine)
         fisher = _p(fisher_exact_p(k0, n0, k1, n1)) if n0 and n1 else "nan"
-        weak = sum(r[11] == "UNDERPOWERED" for r in comparisons if r[0] == cond)
+        weak = sum(r[verdict] == "UNDERPOWERED" for r in comparisons if r[0] == cond)
         rows.append([cond, t.sig_lost, t.sig_gained, t.reversed, t.tied, t.agree, t.total,
                      t.corrected, t.sig_lost + t.sig_gained, floor, worse, better,
                      _p(mcnemar_exact_p(worse, better)), fisher, weak, len(t.pairs), source])
