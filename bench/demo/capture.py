@@ -22,9 +22,11 @@ What a lab does with a real room, here done in a MuJoCo room of :mod:`bench.worl
 5. **Dense seed** (stand-in for OpenMVS): MuJoCo depth renders of every training view
    back-projected, coloured from the captured (reprojected) view images, thinned to one
    point per voxel, a seeded subset kept, and Gaussian positional noise added.
-6. **Held-out Test views**: pinhole captures at table height (the height of the wrist
-   cameras), with the sensor model, from poses no training frame has; written as the
-   capture manifest's ``test_views``.
+6. **Held-out Test views** (as YUBI holds them out): ``test_frames`` video frames that the
+   selection did not keep, evenly spaced over the walk, each seen through the same
+   nine-view rig as the training frames (forward + eight views tilted 55 degrees, so three
+   of the nine look upward), rendered sharp at that frame's pose with the sensor model;
+   written as the capture manifest's ``test_views``.
 
 Everything is drawn from ``numpy.random.default_rng([config.seed, world seed, k])`` streams,
 so the same config gives byte-identical files.
@@ -69,11 +71,10 @@ class CaptureConfig:
         aim_wander: Std-like amplitude of the aim point's wander around the table centre (m).
         shake_deg: Std of the per-frame hand-shake rotation (degrees, each axis).
         blur_rate: Mean hand angular speed during the shutter (rad/s; gamma, shape 2).
-        test_views: Number of held-out Test views.
-        test_px: Side of the square Test views.
-        test_fov_deg: Horizontal field of view of the Test views.
-        test_height: (min, max) height of the Test eyes above the table top (m).
-        test_radius: (min, max) distance of the Test eyes from the table centre (m).
+        test_frames: Held-out video frames (not selected for training) whose nine-view
+            rig gives the Test views: ``9 * test_frames`` Test views.
+        test_px: Side of the square Test views (90-degree field of view, as the training
+            views).
         seed_points: Points kept in the dense seed.
         seed_voxel: Voxel side for thinning the back-projected points (m).
         seed_noise: Std of the seed's positional noise (m, each axis).
@@ -93,11 +94,8 @@ class CaptureConfig:
     aim_wander: float = 0.12
     shake_deg: float = 0.4
     blur_rate: float = 1.2
-    test_views: int = 8
+    test_frames: int = 4
     test_px: int = 128
-    test_fov_deg: float = 75.0
-    test_height: tuple[float, float] = (0.18, 0.4)
-    test_radius: tuple[float, float] = (0.85, 1.15)
     seed_points: int = 18_000
     seed_voxel: float = 0.02
     seed_noise: float = 0.01
@@ -109,8 +107,11 @@ class CaptureConfig:
                              f"{self.intervals} intervals for {self.video_frames} frames")
         if min(self.fisheye_px, self.face_px, self.view_px, self.test_px) < 8:
             raise BenchError("capture image sizes must be >= 8 px")
-        if self.seed < 0 or self.seed_points < 100 or self.test_views < 1:
-            raise BenchError("capture needs seed >= 0, seed_points >= 100 and test_views >= 1")
+        if self.seed < 0 or self.seed_points < 100:
+            raise BenchError("capture needs seed >= 0 and seed_points >= 100")
+        if not 1 <= self.test_frames <= self.video_frames - self.intervals:
+            raise BenchError(f"capture needs 1 <= test_frames <= video_frames - intervals "
+                             f"(the frames not selected), got {self.test_frames}")
 
     def to_json(self) -> dict[str, Any]:
         """This config as a JSON-ready dict (``dataclasses.asdict``)."""
@@ -234,24 +235,41 @@ def fisheye_camera(config: CaptureConfig, pose: np.ndarray, name: str = LENS):
                                       name=name)
 
 
-def test_cameras(world: Any, config: CaptureConfig) -> list:
-    """Held-out Test cameras: eyes around the table at wrist height, looking at the table."""
-    from bench.scene.cameras import Camera, look_at
+def held_out_frames(config: CaptureConfig, selected: list[int]) -> list[int]:
+    """``test_frames`` video frame indices the selection did not keep, evenly spaced."""
+    kept = set(selected)
+    held = [i for i in range(config.video_frames) if i not in kept]
+    n = config.test_frames
+    if n == 1:
+        return held[:1]
+    return [held[int(round(k * (len(held) - 1) / (n - 1)))] for k in range(n)]
 
-    rng = _rng(config, world, 3)
+
+def test_cameras(config: CaptureConfig, poses: np.ndarray, selected: list[int]) -> list:
+    """Held-out Test cameras: the nine-view rig of :func:`held_out_frames` (poses [M, 4, 4])."""
+    from bench.recon.reproject import pinhole_views
+
     cams = []
-    offset = rng.uniform(0, 2 * np.pi)
-    for k in range(config.test_views):
-        angle = offset + 2 * np.pi * k / config.test_views + rng.uniform(-0.2, 0.2)
-        radius = rng.uniform(*config.test_radius)
-        xy = np.clip([radius * math.cos(angle), radius * math.sin(angle)], *_room_box(world))
-        eye = (float(xy[0]), float(xy[1]), rng.uniform(*config.test_height))
-        aim = (rng.uniform(-0.1, 0.1), rng.uniform(-0.1, 0.1), 0.05)
-        cams.append(Camera.pinhole_from_fov(config.test_px, config.test_px,
-                                            fov_x_deg=config.test_fov_deg,
-                                            world_from_camera=look_at(eye, aim),
-                                            name=f"test/test{k:02d}.png"))
+    for index in held_out_frames(config, selected):
+        views = pinhole_views(fisheye_camera(config, poses[index]), size=config.test_px)
+        cams += [cam.replace(name=f"test/f{index:06d}_{name}.png")
+                 for name, cam in views.items()]
     return cams
+
+
+def render_test_views(renderer: Any, world: Any, config: CaptureConfig, poses: np.ndarray,
+                      selected: list[int], out: Path) -> list:
+    """Render and write the Test views of :func:`test_cameras` under ``out``; their Views."""
+    from bench.recon.capture import View
+    from bench.worlds.sensor import apply_sensor
+
+    views = []
+    for k, cam in enumerate(test_cameras(config, poses, selected)):
+        image = apply_sensor(renderer.render_clean(cam), world.sensor, frame=k, stream=1)
+        _write_png(out / cam.name, image)
+        views.append(View(id=Path(cam.name).stem, image=cam.name, camera=cam,
+                          name=Path(cam.name).stem.split("_", 1)[1]))
+    return views
 
 
 def _write_png(path: Path, rgb: np.ndarray) -> None:  # rgb [H, W, 3] uint8
@@ -333,16 +351,15 @@ def simulate_capture(world: Any, out: str | os.PathLike, *,
         The path of ``capture.json``.
     """
     from bench.provenance import atomic_write_json, make_manifest
-    from bench.recon.capture import CaptureManifest, View, select_from_images
+    from bench.recon.capture import CaptureManifest, select_from_images
     from bench.recon.reproject import reproject_capture
     from bench.worlds.rooms import GroundTruthRenderer, get_world
-    from bench.worlds.sensor import apply_sensor
 
     world = get_world(world)
     config.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    size = max(config.face_px + 8, config.view_px, config.test_px)
+    size = max(config.face_px + 8, config.view_px, config.test_px)  # [px]
     renderer = GroundTruthRenderer(world, max_size=(size, size))
     try:
         files, poses = record_video(renderer, world, config, out / "video", progress=progress)
@@ -352,11 +369,8 @@ def simulate_capture(world: Any, out: str | os.PathLike, *,
             config, poses[int(f.id[1:])])}) for f in frames]
         manifest = CaptureManifest(tuple(frames), root=out)
         manifest = reproject_capture(manifest, size=config.view_px)
-        tests = []
-        for k, cam in enumerate(test_cameras(world, config)):
-            image = apply_sensor(renderer.render_clean(cam), world.sensor, frame=k, stream=1)
-            _write_png(out / cam.name, image)
-            tests.append(View(id=f"test{k:02d}", image=cam.name, camera=cam))
+        tests = render_test_views(renderer, world, config, poses,
+                                  [int(f.id[1:]) for f in frames], out)
         manifest = dataclasses.replace(manifest, test_views=tuple(tests))
         manifest.save(out / "capture.json")
         points, colours = dense_seed(renderer, manifest, world, config)
