@@ -1,0 +1,196 @@
+"""Does a policy react to damage? Paired simulated outcomes, clean vs an artifact, held out.
+
+Issue 33 item 4 asks for policy pairs that *both* depend on what they see: each must change
+at least 2 of 30 paired simulated outcomes under ``hole-90`` vs clean, and the pair's real
+success rates must differ by 15-40 percentage points. This module measures both for any
+learned recipe, before a study runs, on starts no study uses (so a pair is chosen on held-out
+starts, never on the study's own outcome tables):
+
+- trial ``t`` runs in room ``("duo", "flat", "g2")[t % 3]`` from start
+  ``condition_offset + t`` (default 8000+: past the demonstrations' 5000+, DAgger's 6000+ and
+  the time limits' 7000+, before the evaluation's 9000+, disjoint from the study's 100+,
+  1000+ and 2000+);
+- three rollouts per trial, each in the env the study itself builds
+  (:func:`bench.study.work_unit.make_study_env`, the demo profile's image size, rig, time
+  limit and deployment): the ground-truth world ("real"), the room's clean reconstruction,
+  and the study's ``preset`` edit of it (``apply_perturbation(clean, preset, seed)``);
+- per (task, policy): real and simulated successes, the paired changes (``worse``: clean
+  success lost under the preset; ``better``: gained) and McNemar's exact p.
+
+``python -m bench.demo.reaction --out results/demo-policies --tasks cup,tape,pen`` writes
+``reaction_trials.csv``, ``reaction.{csv,md}`` and ``reaction_config.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REACTION_CONDITION_OFFSET = 8000
+SCENES = ("duo", "flat", "g2")
+MIN_CHANGED = 2  # paired outcomes a reacting policy changes under the preset (issue 33 item 4)
+REAL_GAP_PP = (15.0, 40.0)  # the pair's real success gap, percentage points (issue 33 item 4)
+
+
+@dataclass(frozen=True)
+class ReactionConfig:
+    """One reaction screen.
+
+    Attributes:
+        trials: Paired trials per (task, policy) (cycled over the three rooms).
+        condition_offset: Start of the held-out block of starts.
+        preset: The artifact compared with clean.
+        profile: Demo profile whose study settings the envs use (image size, time limits).
+        seed: Editor and policy seed (the demo's).
+    """
+
+    trials: int = 30
+    condition_offset: int = REACTION_CONDITION_OFFSET
+    preset: str = "hole-90"
+    profile: str = "default"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.trials < 1 or self.condition_offset < 0:
+            raise ValueError("trials must be >= 1 and condition_offset >= 0")
+
+
+def screen_policy(task: str, policy: str, config: ReactionConfig = ReactionConfig(), *,
+                  progress: bool = True) -> list[dict[str, Any]]:
+    """One row per trial: real, clean-simulated and preset-simulated success of ``policy``."""
+    import bench.policies.visual  # noqa: F401 - registers the visual policies
+    from bench.demo.run import DemoConfig
+    from bench.policies import make_policy
+    from bench.progress import progress as progress_bar
+    from bench.scene.bundle import load_scene
+    from bench.sim.rollout import run_episode
+    from bench.study.work_unit import make_study_env
+    from perturbations import apply_perturbation
+
+    spec = DemoConfig(out=Path("."), profile=config.profile, tasks=(task,),
+                      seed=config.seed).study_spec()
+    envs: dict[tuple[str, str], Any] = {}
+    policies: dict[tuple[str, str], Any] = {}
+
+    def env_for(scene: str, variant: str) -> tuple[Any, Any]:
+        key = (scene, variant)
+        if key not in envs:
+            bundle = None
+            if variant != "real":
+                bundle = load_scene(spec.scenes[scene])
+                if variant != "clean":
+                    bundle = apply_perturbation(bundle, variant, seed=config.seed).bundle
+            domain = "real" if variant == "real" else "sim"
+            envs[key] = make_study_env(spec, scene=scene, task=task, domain=domain,
+                                       bundle=bundle)
+            policies[key] = make_policy(policy, envs[key], seed=config.seed)
+        return envs[key], policies[key]
+
+    rows = []
+    try:
+        for trial in progress_bar(range(config.trials), desc=f"reaction {policy}/{task}",
+                                  unit="trial", disable=not progress, mininterval=5.0):
+            scene = SCENES[trial % len(SCENES)]
+            start = config.condition_offset + trial
+            row: dict[str, Any] = {"task": task, "policy": policy, "scene": scene,
+                                   "trial": trial, "start": start}
+            for variant, column in (("real", "real"), ("clean", "sim_clean"),
+                                    (config.preset, "sim_preset")):
+                env, pol = env_for(scene, variant)
+                record, _, _ = run_episode(env, pol, init_index=start, episode=trial,
+                                           policy_name=policy)
+                if record.status != "ok":
+                    raise RuntimeError(f"{policy}/{task} trial {trial} ({variant}): "
+                                       f"{record.error}")
+                row[column] = int(record.success)
+            rows.append(row)
+    finally:
+        for env in envs.values():
+            env.close()
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (task, policy): successes, the paired changes and McNemar's exact p."""
+    from protocols.stats import mcnemar_exact_p
+
+    out = []
+    for key in dict.fromkeys((r["task"], r["policy"]) for r in rows):
+        sel = [r for r in rows if (r["task"], r["policy"]) == key]
+        worse = sum(r["sim_clean"] and not r["sim_preset"] for r in sel)
+        better = sum(r["sim_preset"] and not r["sim_clean"] for r in sel)
+        out.append({"task": key[0], "policy": key[1], "trials": len(sel),
+                    "real": sum(r["real"] for r in sel),
+                    "sim_clean": sum(r["sim_clean"] for r in sel),
+                    "sim_preset": sum(r["sim_preset"] for r in sel),
+                    "worse": worse, "better": better, "changed": worse + better,
+                    "mcnemar_p": round(float(mcnemar_exact_p(worse, better)), 4),
+                    "reacts": worse + better >= MIN_CHANGED})
+    return out
+
+
+def _write_csv(path: Path, table: list[dict[str, Any]]) -> None:
+    import csv
+    import io
+
+    from bench.provenance import atomic_write_bytes
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(table[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(table)
+    atomic_write_bytes(path, buffer.getvalue().encode())
+
+
+def write_reaction(out: Path, rows: list[dict[str, Any]], config: ReactionConfig) -> list[dict]:
+    """``reaction_trials.csv``, ``reaction.{csv,md}`` and ``reaction_config.json`` in ``out``."""
+    from bench.provenance import atomic_write_bytes, atomic_write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    table = summarise(rows)
+    _write_csv(out / "reaction_trials.csv", rows)
+    _write_csv(out / "reaction.csv", table)
+    preset = config.preset
+    lines = [f"| task | policy | real | sim clean | sim {preset} | worse / better | McNemar p | "
+             f"reacts (>= {MIN_CHANGED} changed) |", "|---|---|---|---|---|---|---|---|"]
+    for r in table:
+        n = r["trials"]
+        lines.append(f"| {r['task']} | {r['policy']} | {r['real']}/{n} | {r['sim_clean']}/{n} | "
+                     f"{r['sim_preset']}/{n} | {r['worse']} / {r['better']} | "
+                     f"{r['mcnemar_p']:.2g} | {'yes' if r['reacts'] else 'no'} |")
+    atomic_write_bytes(out / "reaction.md", ("\n".join(lines) + "\n").encode())
+    atomic_write_json(out / "reaction_config.json", {
+        **asdict(config), "scenes": list(SCENES), "min_changed": MIN_CHANGED,
+        "real_gap_pp": list(REAL_GAP_PP),
+        "command": "python -m bench.demo.reaction " + " ".join(sys.argv[1:])})
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.demo.reaction``: screen recipes for reaction to an artifact."""
+    from bench.policies.bc_recipes import ALL_RECIPES, recipe_tasks
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--tasks", default="cup,tape,pen", help="comma-separated tasks")
+    parser.add_argument("--policies", default=",".join(ALL_RECIPES),
+                        help="comma-separated learned recipes")
+    defaults = ReactionConfig()
+    parser.add_argument("--trials", type=int, default=defaults.trials)
+    parser.add_argument("--condition-offset", type=int, default=defaults.condition_offset)
+    parser.add_argument("--preset", default=defaults.preset)
+    args = parser.parse_args(argv)
+    config = ReactionConfig(trials=args.trials, condition_offset=args.condition_offset,
+                            preset=args.preset)
+    rows = [row for task in args.tasks.split(",") for name in args.policies.split(",")
+            if task in recipe_tasks(name) for row in screen_policy(task, name, config)]
+    for r in write_reaction(Path(args.out), rows, config):
+        print(r)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

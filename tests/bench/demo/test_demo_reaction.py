@@ -1,0 +1,62 @@
+"""The reaction screen of issue 33 item 4 (bench/demo/reaction.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.demo.reaction import (
+    MIN_CHANGED,
+    REACTION_CONDITION_OFFSET,
+    ReactionConfig,
+    screen_policy,
+    summarise,
+    write_reaction,
+)
+
+
+def _row(policy, trial, real, clean, preset, task="cup"):
+    return {"task": task, "policy": policy, "scene": "duo", "trial": trial,
+            "start": REACTION_CONDITION_OFFSET + trial, "real": real, "sim_clean": clean,
+            "sim_preset": preset}
+
+
+def test_summary_counts_paired_changes_and_mcnemar():
+    rows = [_row("a", 0, 1, 1, 0), _row("a", 1, 1, 1, 0), _row("a", 2, 1, 1, 0),
+            _row("a", 3, 0, 0, 0), _row("b", 0, 1, 1, 1), _row("b", 1, 0, 0, 1)]
+    a, b = summarise(rows)
+    assert (a["real"], a["sim_clean"], a["sim_preset"]) == (3, 3, 0)
+    assert (a["worse"], a["better"], a["changed"]) == (3, 0, 3)
+    # exact binomial on the 3 discordant pairs, two-sided: 2 * (1/2)^3 (closed form)
+    assert a["mcnemar_p"] == 0.25 and a["reacts"]
+    assert (b["worse"], b["better"], b["changed"], b["reacts"]) == (0, 1, 1, 1 >= MIN_CHANGED)
+    assert b["mcnemar_p"] == 1.0
+
+
+def test_held_out_block_is_disjoint_from_every_other_use_of_starts():
+    from bench.demo.evaluation import EVAL_CONDITION_OFFSET
+    from bench.demo.time_limits import TimeLimitConfig
+    from bench.policies.bc_recipes import DaggerConfig
+
+    dagger = DaggerConfig()
+    reach = REACTION_CONDITION_OFFSET + 1000
+    assert reach <= EVAL_CONDITION_OFFSET  # 8000-8999 vs the evaluation's 9000+
+    assert dagger.condition_offset + 5 * dagger.episodes <= REACTION_CONDITION_OFFSET
+    limits = TimeLimitConfig()
+    assert limits.condition_offset + 3 * limits.starts_per_scene <= REACTION_CONDITION_OFFSET
+    with pytest.raises(ValueError):
+        ReactionConfig(trials=0)
+
+
+@pytest.mark.slow  # three rollouts in the study's own envs (~20 s)
+def test_screen_runs_the_study_envs_and_writes_its_tables(tmp_path):
+    config = ReactionConfig(trials=1)
+    rows = screen_policy("cup", "bc-large", config, progress=False)
+    assert [r["start"] for r in rows] == [REACTION_CONDITION_OFFSET]
+    assert set(rows[0]) >= {"real", "sim_clean", "sim_preset"}
+    table = write_reaction(tmp_path, rows, config)
+    assert table[0]["trials"] == 1
+    assert (tmp_path / "reaction.md").read_text().startswith("| task | policy | real |")
+    saved = json.loads((tmp_path / "reaction_config.json").read_text())
+    assert saved["preset"] == "hole-90" and saved["condition_offset"] == REACTION_CONDITION_OFFSET
