@@ -90,7 +90,8 @@ def pair_tests(rates: list[dict[str, Any]], pairs: dict[str, tuple[str, str]]
     return out
 
 
-def _write_csv(path: Any, table: list[dict[str, Any]]) -> None:
+def write_rows_csv(path: Any, table: list[dict[str, Any]]) -> None:
+    """``table`` (dicts with the same keys) as CSV at ``path``, written atomically."""
     import csv
     import io
 
@@ -135,15 +136,15 @@ def write_evaluation(out: Any, *, tasks: tuple[str, ...], trials: int,
         rows = [row for task in tasks for name in policies if task in recipe_tasks(name)
                 for row in evaluate_policy(name, task, trials=trials, root=root)]
     rates = summarise_rates(rows)
-    _write_csv(out / "eval_trials.csv", rows)
-    _write_csv(out / "eval.csv", rates)
+    write_rows_csv(out / "eval_trials.csv", rows)
+    write_rows_csv(out / "eval.csv", rates)
     lines = ["| policy | task | successes / trials | rate | 95 % Wilson |", "|---|---|---|---|---|"]
     lines += [f"| {r['policy']} | {r['task']} | {r['successes']} / {r['trials']} | "
               f"{r['rate']:.2f} | {r['wilson_low']:.2f}-{r['wilson_high']:.2f} |" for r in rates]
     atomic_write_bytes(out / "eval.md", ("\n".join(lines) + "\n").encode())
     pairs = pair_tests(rates, {t: DEMO_POLICIES[t] for t in tasks})
     if pairs:
-        _write_csv(out / "eval_pairs.csv", pairs)
+        write_rows_csv(out / "eval_pairs.csv", pairs)
         lines = ["| task | demo pair | successes / trials | Fisher p (two-sided) |",
                  "|---|---|---|---|"]
         lines += [f"| {p['task']} | {p['policy_1']} vs {p['policy_2']} | {p['successes_1']} vs "

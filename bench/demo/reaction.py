@@ -132,27 +132,15 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _write_csv(path: Path, table: list[dict[str, Any]]) -> None:
-    import csv
-    import io
-
-    from bench.provenance import atomic_write_bytes
-
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(table[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(table)
-    atomic_write_bytes(path, buffer.getvalue().encode())
-
-
 def write_reaction(out: Path, rows: list[dict[str, Any]], config: ReactionConfig) -> list[dict]:
     """``reaction_trials.csv``, ``reaction.{csv,md}`` and ``reaction_config.json`` in ``out``."""
+    from bench.demo.evaluation import write_rows_csv
     from bench.provenance import atomic_write_bytes, atomic_write_json
 
     out.mkdir(parents=True, exist_ok=True)
     table = summarise(rows)
-    _write_csv(out / "reaction_trials.csv", rows)
-    _write_csv(out / "reaction.csv", table)
+    write_rows_csv(out / "reaction_trials.csv", rows)
+    write_rows_csv(out / "reaction.csv", table)
     preset = config.preset
     lines = [f"| task | policy | real | sim clean | sim {preset} | worse / better | McNemar p | "
              f"reacts (>= {MIN_CHANGED} changed) |", "|---|---|---|---|---|---|---|---|"]
