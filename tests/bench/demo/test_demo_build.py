@@ -230,5 +230,5 @@ def test_worlds_test_views_differ():
 def test_real_renderer_differs_from_the_clean_reconstruction():
     from bench.demo.build import wrist_view_psnr
 
-    value = wrist_view_psnr("gt-duo", size=64)
+    value = wrist_view_psnr("gt-duo")
     assert 15.0 < value < 35.0
