@@ -60,3 +60,19 @@ def test_screen_runs_the_study_envs_and_writes_its_tables(tmp_path):
     assert (tmp_path / "reaction.md").read_text().startswith("| task | policy | real |")
     saved = json.loads((tmp_path / "reaction_config.json").read_text())
     assert saved["preset"] == "hole-90" and saved["condition_offset"] == REACTION_CONDITION_OFFSET
+
+
+def test_committed_screen_table_is_its_trials_summarised():
+    # results/demo-policies/reaction.csv is what summarise() makes of the committed trial rows
+    import csv
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3] / "results" / "demo-policies"
+    with open(root / "reaction_trials.csv") as handle:
+        rows = [{**r, **{k: int(r[k]) for k in ("trial", "start", "real", "sim_clean",
+                                                  "sim_preset")}}
+                for r in csv.DictReader(handle)]
+    assert all(r["start"] >= REACTION_CONDITION_OFFSET for r in rows)
+    with open(root / "reaction.csv") as handle:
+        committed = list(csv.DictReader(handle))
+    assert [{k: str(v) for k, v in r.items()} for r in summarise(rows)] == committed
