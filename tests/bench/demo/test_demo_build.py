@@ -184,7 +184,7 @@ def test_contiguous_30_is_worse_near_the_removed_interval(shipped_scores):
 
 
 def test_committed_build_has_a_dose_that_bites():
-    # issue 33 item 3, on results/demo-build (python -m bench.demo.build bench/demo/assets
+    # issue 33 item 3, on results/demo-build (python -m bench.demo.build_report bench/demo/assets
     # results/demo-build): >= 30 Test views per world from the capture walk, some looking up;
     # each coverage condition and hole-54 lower the mean (over the worlds) Test PSNR by >= 2 dB
     # from clean, and clean stays >= 20 dB in every world
@@ -228,7 +228,7 @@ def test_worlds_test_views_differ():
 
 @pytest.mark.slow
 def test_real_renderer_differs_from_the_clean_reconstruction():
-    from bench.demo.build import wrist_view_psnr
+    from bench.demo.build_report import wrist_view_psnr
 
     value = wrist_view_psnr("gt-duo")
     assert 15.0 < value < 35.0
