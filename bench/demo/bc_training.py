@@ -41,8 +41,14 @@ TOOL = "train-policies/1"
 
 
 # -- training -----------------------------------------------------------------------------
-def augment_images(x: Any, generator: Any, *, shift_px: int, jitter: float) -> Any:
-    """Random shift (replicate-pad, crop) and brightness / channel-gain jitter, per sample."""
+def augment_images(x: Any, generator: Any, *, shift_px: int, jitter: float,
+                   blur_sigma: float = 0.0) -> Any:
+    """Random shift, colour jitter and (``blur_sigma`` > 0) Gaussian blur, per sample.
+
+    Shift: replicate-pad and crop; jitter: brightness and channel gains; blur: std drawn
+    from U(0, blur_sigma) px. With ``blur_sigma`` 0 no blur is drawn, so the generator's
+    stream (and every recipe trained without blur) is unchanged.
+    """
     import torch
     import torch.nn.functional as F
 
@@ -53,7 +59,29 @@ def augment_images(x: Any, generator: Any, *, shift_px: int, jitter: float) -> A
                        for i, (oy, ox) in enumerate(offsets.tolist())])
     gain = 1.0 + jitter * (2 * torch.rand(b, 1, 1, 1, generator=generator) - 1)
     channel = 1.0 + 0.5 * jitter * (2 * torch.rand(b, 3, 1, 1, generator=generator) - 1)
-    return (out * gain * channel).clamp(0.0, 1.0)
+    out = out * gain * channel
+    if blur_sigma > 0:
+        out = gaussian_blur(out, blur_sigma * torch.rand(b, generator=generator))
+    return out.clamp(0.0, 1.0)
+
+
+def gaussian_blur(x: Any, sigma: Any) -> Any:  # [B, C, H, W], [B] px -> [B, C, H, W]
+    """Separable Gaussian blur with a per-sample std (0: unchanged), replicate borders."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    b, c, h, w = x.shape
+    radius = max(1, math.ceil(3.0 * float(sigma.max())))
+    taps = torch.arange(-radius, radius + 1, dtype=x.dtype)
+    s = sigma.to(x.dtype).clamp_min(1e-6)[:, None]
+    kernel = torch.exp(-0.5 * (taps[None, :] / s) ** 2)  # [B, K]; sigma -> 0 gives a delta
+    kernel = (kernel / kernel.sum(1, keepdim=True)).repeat_interleave(c, 0)  # [B * C, K]
+    flat = F.pad(x.reshape(1, b * c, h, w), (radius,) * 4, mode="replicate")
+    flat = F.conv2d(flat, kernel[:, None, :, None], groups=b * c)
+    flat = F.conv2d(flat, kernel[:, None, None, :], groups=b * c)
+    return flat.reshape(b, c, h, w)
 
 
 def _deterministic_torch() -> None:
@@ -145,9 +173,9 @@ def train_policy(  # -> (state_dict of tensors, training log)
             lb, rb = left[idx], right[idx]
             if config.augment:
                 lb = augment_images(lb, generator, shift_px=config.shift_px,
-                                    jitter=config.jitter)
+                                    jitter=config.jitter, blur_sigma=config.blur_sigma)
                 rb = augment_images(rb, generator, shift_px=config.shift_px,
-                                    jitter=config.jitter)
+                                    jitter=config.jitter, blur_sigma=config.blur_sigma)
             features = net.features(lb, rb, proprio[idx])
             loss = torch.mean((net.head(features) - normalised[idx]) ** 2)
             total += loss.item() * len(idx)

@@ -45,6 +45,8 @@ class BCConfig:
         augment: Random shifts (pad ``shift_px``, crop) and colour jitter while training.
         shift_px: Largest random shift of the augmentation, pixels at the input size.
         jitter: Largest relative brightness / per-channel gain change of the augmentation.
+        blur_sigma: Largest std (pixels at the input size) of the augmentation's Gaussian
+            blur, drawn per sample from U(0, blur_sigma); 0 = no blur.
         channels: Output channels of the encoder's 3x3 convolutions.
         strides: Stride of each convolution (empty: 2 each; ``(2, 2, 2, 2)`` gives a 4 x 4
             map at 64 px; a stride 1 keeps a finer map for the spatial softmax to localise
@@ -73,6 +75,7 @@ class BCConfig:
     augment: bool = True
     shift_px: int = 4
     jitter: float = 0.2
+    blur_sigma: float = 0.0
     channels: tuple[int, ...] = (16, 32, 32, 32)
     strides: tuple[int, ...] = ()
     hidden: int = 128
@@ -91,6 +94,8 @@ class BCConfig:
                            or (2,) * len(self.channels))
         if len(self.strides) != len(self.channels) or min(self.strides, default=1) < 1:
             raise ValueError("strides must give one stride >= 1 per entry of channels")
+        if self.blur_sigma < 0:
+            raise ValueError(f"blur_sigma must be >= 0 px, got {self.blur_sigma}")
         if self.aux_weight < 0:
             raise ValueError(f"aux_weight must be >= 0, got {self.aux_weight}")
         if self.first_query_repeat < 1:
@@ -109,6 +114,8 @@ class BCConfig:
         out["strides"] = list(self.strides)
         if self.first_query_repeat == 1:  # added after most shipped weights: their configs stay
             del out["first_query_repeat"]
+        if self.blur_sigma == 0:  # likewise
+            del out["blur_sigma"]
         return out
 
     @classmethod

@@ -266,6 +266,47 @@ def test_first_query_repeat_and_per_task_recipe_fields() -> None:
         BCConfig(first_query_repeat=0)
 
 
+def test_blur_augmentation_matches_scipy_and_is_off_by_default() -> None:
+    """gaussian_blur against scipy.ndimage.gaussian_filter (same std, replicate border =
+    scipy's "nearest", truncated at 3 std); blur_sigma 0 leaves augment_images' output and
+    its generator stream as before (shipped recipes train byte-identically)."""
+    import torch
+    from scipy.ndimage import gaussian_filter
+
+    from bench.demo.bc_training import augment_images, gaussian_blur
+
+    x = torch.from_numpy(np.random.default_rng(0).random((2, 3, 12, 10)))
+    sigma = torch.tensor([0.0, 1.3], dtype=torch.float64)
+    out = gaussian_blur(x, sigma).numpy()
+    np.testing.assert_allclose(out[0], x[0].numpy(), atol=1e-12)  # std 0: unchanged
+    # one radius for the batch: ceil(3 x 1.3) = 4 taps each side, scipy's truncate = 4 / 1.3
+    ref = np.stack([gaussian_filter(c, 1.3, mode="nearest", truncate=4 / 1.3)
+                    for c in x[1].numpy()])
+    np.testing.assert_allclose(out[1], ref, atol=1e-12)
+
+    def run(blur: float):
+        gen = torch.Generator().manual_seed(3)
+        img = augment_images(x.float(), gen, shift_px=1, jitter=0.2, blur_sigma=blur)
+        return img, torch.rand(1, generator=gen)
+
+    plain, after_plain = run(0.0)
+    gen = torch.Generator().manual_seed(3)
+    padded = torch.nn.functional.pad(x.float(), (1,) * 4, mode="replicate")
+    offsets = torch.randint(0, 3, (2, 2), generator=gen).tolist()
+    expect = torch.stack([padded[i, :, oy:oy + 12, ox:ox + 10]
+                          for i, (oy, ox) in enumerate(offsets)])
+    gain = 1.0 + 0.2 * (2 * torch.rand(2, 1, 1, 1, generator=gen) - 1)
+    channel = 1.0 + 0.1 * (2 * torch.rand(2, 3, 1, 1, generator=gen) - 1)
+    assert torch.equal(plain, (expect * gain * channel).clamp(0.0, 1.0))
+    assert torch.equal(after_plain, torch.rand(1, generator=gen))  # no draw spent on blur
+    blurred, _ = run(2.0)
+    assert not torch.equal(blurred, plain)
+    assert "blur_sigma" not in recipe("bc-aux", "tape").to_json()  # shipped configs unchanged
+    assert BCConfig.from_json(BCConfig(blur_sigma=1.5).to_json()).blur_sigma == 1.5
+    with pytest.raises(ValueError, match="blur_sigma"):
+        BCConfig(blur_sigma=-1.0)
+
+
 def test_action_chunk_round_trip() -> None:
     """encode_chunk / decode_chunk invert each other on yaw-only delta rows."""
     actions = _tiny_dataset()["actions"]
