@@ -7,7 +7,8 @@ What a lab does with a real room, here done in a MuJoCo room of :mod:`bench.worl
    (:func:`walk_path`) whose distance from the table edge and eye height vary smoothly
    (sums of low-frequency sinusoids with seeded phases), the aim wanders around the
    table centre, and every frame carries a small hand-shake rotation. Frames are
-   rendered by :class:`~bench.worlds.rooms.GroundTruthRenderer` (MuJoCo, shadows on),
+   rendered by :class:`~bench.worlds.rooms.GroundTruthRenderer` (:func:`capture_renderer`:
+   the room lit as the robot's "real" trials see it, ``CaptureConfig.lighting``),
    blurred by a linear **motion-blur** kernel whose length is the hand's angular speed
    during the shutter time (drawn per frame from a gamma distribution, so some frames
    are sharp and some smeared) and passed through the world's **sensor model** (noise,
@@ -50,6 +51,12 @@ TOOL_ID = "demo-capture/1"
 LENS = "fisheye"  # the single lens of the simulated capture rig
 WALL_CLEARANCE = 0.45  # m: the walk keeps this far from the walls (shelves are <= 0.3 m deep)
 RIG = "single-lens 200-degree equidistant fisheye, handheld"
+#: ``CaptureConfig.lighting``: ``robot`` scans the room as the robot's "real" trials see it
+#: (:data:`bench.worlds.real.REAL_DOMAIN`'s shadows, the task world's light kept); ``room``
+#: is the bare room with shadows, what the captures before 2026-12-06 scanned (the
+#: reconstruction then learned a differently lit room than the one the robot ran in:
+#: docs/demo-build.md).
+LIGHTINGS = ("robot", "room")
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,7 @@ class CaptureConfig:
         seed_points: Points kept in the dense seed.
         seed_voxel: Voxel side for thinning the back-projected points (m).
         seed_noise: Std of the seed's positional noise (m, each axis).
+        lighting: How the scanned room is lit (:data:`LIGHTINGS`).
     """
 
     seed: int = 0
@@ -99,9 +107,13 @@ class CaptureConfig:
     seed_points: int = 18_000
     seed_voxel: float = 0.02
     seed_noise: float = 0.01
+    lighting: str = "robot"
 
     def validate(self) -> None:
         """Raise a BenchError naming the first bad setting."""
+        if self.lighting not in LIGHTINGS:
+            raise BenchError(f"capture lighting {self.lighting!r} is not one of "
+                             f"{', '.join(LIGHTINGS)}")
         if self.video_frames < self.intervals or self.intervals < 2:
             raise BenchError(f"capture needs 2 <= intervals <= video_frames, got "
                              f"{self.intervals} intervals for {self.video_frames} frames")
@@ -116,6 +128,24 @@ class CaptureConfig:
     def to_json(self) -> dict[str, Any]:
         """This config as a JSON-ready dict (``dataclasses.asdict``)."""
         return dataclasses.asdict(self)
+
+
+def capture_renderer(world: Any, config: CaptureConfig) -> Any:
+    """The ground-truth renderer of ``world``'s capture (lit as ``config.lighting`` says).
+
+    Its buffers fit every image the capture draws: cube faces (plus the remap's margin),
+    training views and Test views.
+    """
+    from bench.worlds.rooms import GroundTruthRenderer, build_room_model
+
+    size = max(config.face_px + 8, config.view_px, config.test_px)  # [px]
+    if config.lighting == "room":
+        return GroundTruthRenderer(world, max_size=(size, size))
+    from bench.worlds.real import REAL_DOMAIN
+
+    return GroundTruthRenderer(world, max_size=(size, size),
+                               model=build_room_model(world, robot_lights=True),
+                               shadows=REAL_DOMAIN.shadows)
 
 
 def _rng(config: CaptureConfig, world: Any, stream: int) -> np.random.Generator:
@@ -245,30 +275,35 @@ def held_out_frames(config: CaptureConfig, selected: list[int]) -> list[int]:
     return [held[int(round(k * (len(held) - 1) / (n - 1)))] for k in range(n)]
 
 
-def test_cameras(config: CaptureConfig, poses: np.ndarray, selected: list[int]) -> list:
-    """Held-out Test cameras: the nine-view rig of :func:`held_out_frames` (poses [M, 4, 4])."""
-    from bench.recon.reproject import pinhole_views
-
-    cams = []
-    for index in held_out_frames(config, selected):
-        views = pinhole_views(fisheye_camera(config, poses[index]), size=config.test_px)
-        cams += [cam.replace(name=f"test/f{index:06d}_{name}.png")
-                 for name, cam in views.items()]
-    return cams
-
-
 def render_test_views(renderer: Any, world: Any, config: CaptureConfig, poses: np.ndarray,
                       selected: list[int], out: Path) -> list:
-    """Render and write the Test views of :func:`test_cameras` under ``out``; their Views."""
+    """Render and write the Test views (the nine-view rig of :func:`held_out_frames`); Views.
+
+    Each held-out frame is rendered as the capture's fisheye would record it, sharp (the
+    selection keeps the sharpest frames for training, so sharp stills are the fair
+    comparison), through the world's sensor model in the fisheye's own image (vignetting
+    over the lens' image circle; noise stream 1, the frame's index), and reprojected into
+    the nine-view rig exactly as the training frames are
+    (:func:`bench.recon.reproject.reproject_image`): a Test view is the image a training
+    view of that frame would have been. (Until 2026-12-06 each Test view was a pinhole
+    render with the sensor's vignetting over its own 128 px square, down to 20 % at the
+    corners in ``gt-flat``, which no capture image has.)
+    """
     from bench.recon.capture import View
+    from bench.recon.reproject import pinhole_views, reproject_image
     from bench.worlds.sensor import apply_sensor
 
     views = []
-    for k, cam in enumerate(test_cameras(config, poses, selected)):
-        image = apply_sensor(renderer.render_clean(cam), world.sensor, frame=k, stream=1)
-        _write_png(out / cam.name, image)
-        views.append(View(id=Path(cam.name).stem, image=cam.name, camera=cam,
-                          name=Path(cam.name).stem.split("_", 1)[1]))
+    for index in held_out_frames(config, selected):
+        lens = fisheye_camera(config, poses[index])
+        clean = renderer.render_clean(lens, face_px=config.face_px)
+        image = apply_sensor(clean, world.sensor, frame=index, stream=1,
+                             valid=lens.pixel_rays()[1])
+        for name, cam in pinhole_views(lens, size=config.test_px).items():
+            file = f"test/f{index:06d}_{name}.png"
+            _write_png(out / file, reproject_image(image, lens, cam))
+            views.append(View(id=Path(file).stem, image=file, camera=cam.replace(name=file),
+                              name=name))
     return views
 
 
@@ -353,14 +388,13 @@ def simulate_capture(world: Any, out: str | os.PathLike, *,
     from bench.provenance import atomic_write_json, make_manifest
     from bench.recon.capture import CaptureManifest, select_from_images
     from bench.recon.reproject import reproject_capture
-    from bench.worlds.rooms import GroundTruthRenderer, get_world
+    from bench.worlds.rooms import get_world
 
     world = get_world(world)
     config.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    size = max(config.face_px + 8, config.view_px, config.test_px)  # [px]
-    renderer = GroundTruthRenderer(world, max_size=(size, size))
+    renderer = capture_renderer(world, config)
     try:
         files, poses = record_video(renderer, world, config, out / "video", progress=progress)
         frames = select_from_images({LENS: files}, intervals=config.intervals, fps=config.fps,

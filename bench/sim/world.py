@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -31,6 +32,23 @@ WORKSPACE_MARGIN = 0.10  # m beyond the table edge -> left the workspace
 HOME_HEIGHT = 0.25  # m above the table for the TCP at reset
 TCP_CEILING = 0.6  # m above the table: the TCP target is clipped below this
 _OBJ_BODY = int(mujoco.mjtObj.mjOBJ_BODY)  # read once: no enum lookup per frame
+
+
+def add_scene_lights(spec: mujoco.MjSpec, table: Any) -> None:
+    """The light every task world adds: a "sun" 2 m above ``table``'s centre, no shadow.
+
+    ``table``: anything with ``center`` (x, y) and ``height`` (a :class:`TableGeometry` or
+    a bundle's ``TableSpec``). A ground-truth room decorating the world keeps this light, so
+    a capture of that room adds it too (:func:`bench.worlds.rooms.build_room_model`).
+    """
+    spec.worldbody.add_light(
+        name="sun",
+        pos=[*table.center, table.height + 2.0],
+        dir=[0.2, 0.3, -1],
+        castshadow=False,
+        diffuse=[0.4, 0.4, 0.4],
+        specular=[0.05, 0.05, 0.05],
+    )
 
 
 @dataclass(frozen=True)
@@ -183,14 +201,7 @@ class World:
         spec.visual.headlight.diffuse = [0.5, 0.5, 0.5]
         spec.visual.headlight.specular = [0.05, 0.05, 0.05]
         table = self.table
-        spec.worldbody.add_light(
-            name="sun",
-            pos=[*table.center, table.height + 2.0],
-            dir=[0.2, 0.3, -1],
-            castshadow=False,
-            diffuse=[0.4, 0.4, 0.4],
-            specular=[0.05, 0.05, 0.05],
-        )
+        add_scene_lights(spec, table)
         spec.worldbody.add_geom(
             name="table",
             type=mujoco.mjtGeom.mjGEOM_BOX,

@@ -14,10 +14,13 @@ task's :class:`~bench.sim.world.World` (through its ``decorate`` hook, see
 ``z = 0`` centred on the world origin (like :mod:`bench.scene.sample`), so the
 task grids of :mod:`bench.sim.tasks` apply unchanged.
 
-Rendering (:class:`GroundTruthRenderer`): MuJoCo with shadows on, pinhole views
-directly and fisheye views through :func:`bench.render.fisheye.render_cubemap`
-(the remap the env's wrist cameras use), then the seeded sensor model of
-:mod:`bench.worlds.sensor`.
+Rendering (:class:`GroundTruthRenderer`): MuJoCo (shadows on unless asked otherwise),
+pinhole views directly and fisheye views through
+:func:`bench.render.fisheye.render_cubemap` (the remap the env's wrist cameras use), then
+the seeded sensor model of :mod:`bench.worlds.sensor`. ``build_room_model(robot_lights=True)``
+with ``shadows=False`` renders the room as the robot's "real" trials see it
+(:data:`bench.worlds.real.REAL_DOMAIN`: the task world's light kept, shadows off), which
+is what the demo's capture scans.
 """
 
 from __future__ import annotations
@@ -544,14 +547,25 @@ def room_decorator(config: WorldConfig | str):
     return decorate
 
 
-def build_room_model(config: WorldConfig | str) -> mujoco.MjModel:
-    """The room alone (with its table and a free ``render_cam`` camera), compiled."""
+def build_room_model(config: WorldConfig | str, *, robot_lights: bool = False) -> mujoco.MjModel:
+    """The room alone (with its table and a free ``render_cam`` camera), compiled.
+
+    Args:
+        config: A :class:`WorldConfig` or a registered id.
+        robot_lights: Also the light a task world adds (:func:`bench.sim.world.add_scene_lights`,
+            first, as in the robot's world), so the room is lit as the robot's "real" trials
+            see it (the room decorates the task world, whose light stays on).
+    """
     config = get_world(config)
     spec = mujoco.MjSpec()
     spec.modelname = config.name.replace("-", "_")
     spec.visual.global_.offwidth = 1024
     spec.visual.global_.offheight = 1024
     spec.visual.map.znear = 0.002
+    if robot_lights:
+        from bench.sim.world import add_scene_lights
+
+        add_scene_lights(spec, config.table_spec())
     add_room(spec, config)
     spec.worldbody.add_camera(name="render_cam", fovy=90.0)
     return spec.compile()
@@ -559,17 +573,21 @@ def build_room_model(config: WorldConfig | str) -> mujoco.MjModel:
 
 # -- rendering ----------------------------------------------------------------------------
 class GroundTruthRenderer:
-    """MuJoCo renders of a ground-truth room (shadows on) through the sensor model.
+    """MuJoCo renders of a ground-truth room through the sensor model.
 
     Args:
         config: A :class:`WorldConfig` or a registered id.
         max_size: Largest (height, width) of a pinhole view or cube face.
         model: Optional compiled model to draw instead of the bare room (e.g. a task world
-            decorated with the room); ``data`` must then be passed to :meth:`render`.
+            decorated with the room, or ``build_room_model(config, robot_lights=True)``);
+            ``data`` must then be passed to :meth:`render` if it moves.
+        shadows: MuJoCo shadow maps (the robot's "real" trials render without them,
+            :data:`bench.worlds.real.REAL_DOMAIN`; MuJoCo lights a scene differently with
+            and without them, so a capture of the robot's world turns them off too).
     """
 
     def __init__(self, config: WorldConfig | str, *, max_size: tuple[int, int] = (256, 256),
-                 model: mujoco.MjModel | None = None) -> None:
+                 model: mujoco.MjModel | None = None, shadows: bool = True) -> None:
         from bench.sim.observation import MujocoPinhole
 
         self.config = get_world(config)
@@ -578,7 +596,7 @@ class GroundTruthRenderer:
         mujoco.mj_forward(self.model, self.data)
         self.pinhole = MujocoPinhole(self.model, max_size)
         self.pinhole.options.geomgroup[3] = 0  # a task world's collision table stays hidden
-        self.pinhole._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 1
+        self.pinhole._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = int(shadows)
 
     def render_clean(self, camera: Camera, *, data: mujoco.MjData | None = None,
                      face_px: int | None = None) -> np.ndarray:  # -> [H, W, 3] float32 in [0, 1]

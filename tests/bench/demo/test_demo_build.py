@@ -23,6 +23,7 @@ from bench.demo.build import (
     shipped_capture,
 )
 from bench.demo.capture import CaptureConfig, _room_box, walk_path
+from bench.errors import BenchError
 from bench.worlds.rooms import get_world
 
 TINY = BuildConfig(
@@ -63,6 +64,38 @@ def test_capture_path_walks_once_around_the_table(world):
     for pose, aim in zip(path["poses"], path["aims"], strict=True):  # looks at the table
         to_aim = (aim - pose[:3, 3]) / np.linalg.norm(aim - pose[:3, 3])
         assert float(pose[:3, 2] @ to_aim) > math.cos(math.radians(3))
+
+
+def test_capture_scans_the_room_the_robot_runs_in():
+    """The capture renderer draws the room exactly as the robot's "real" trials draw it (the
+    real env's own model: task world's light, room, REAL_DOMAIN without shadows) at a view
+    that sees no robot or object; the old ``room`` lighting (bare room, shadows on) does not."""
+    from bench.demo.capture import capture_renderer
+    from bench.scene.cameras import Camera, look_at
+    from bench.worlds.real import REAL_DOMAIN
+    from bench.worlds.rooms import GroundTruthRenderer
+    from metrics.psnr import psnr
+
+    env = REAL_DOMAIN.make_env("gt-g2", "cup", image_size=(32, 32))
+    world = env.unwrapped.world
+    robot_view = GroundTruthRenderer("gt-g2", max_size=(64, 64), model=world.model,
+                                     shadows=REAL_DOMAIN.shadows)
+    small = CaptureConfig(face_px=48, view_px=64, test_px=64)
+    scan = capture_renderer("gt-g2", small)
+    old = capture_renderer("gt-g2", dataclasses.replace(small, lighting="room"))
+    # above the table, looking at a wall: the gripper (0.25 m up) and objects are below view
+    cam = Camera.pinhole_from_fov(64, 48, fov_x_deg=70.0, name="wall",
+                                  world_from_camera=look_at((0.0, 0.0, 1.0), (3.0, 0.4, 1.1)))
+    try:
+        robot = robot_view.render_clean(cam, data=world.data)
+        assert robot.tobytes() == scan.render_clean(cam).tobytes()
+        assert float(psnr(robot[None], old.render_clean(cam)[None])[0]) < 40.0
+    finally:
+        for r in (robot_view, scan, old):
+            r.close()
+        env.close()
+    with pytest.raises(BenchError, match="lighting"):
+        CaptureConfig(lighting="studio").validate()
 
 
 @pytest.mark.slow  # shares the tiny build (~1-2 min on the shared 2 cores)
