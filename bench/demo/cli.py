@@ -20,11 +20,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "design, hours: see docs/demo.md).")
     _add_profile_arguments(p)
     p.set_defaults(func=run)
-    commands = p.add_subparsers(dest="demo_command", metavar="{build,train-policies}",
+    commands = p.add_subparsers(dest="demo_command",
+                                metavar="{build,train-policies,reaction}",
                                 help="further demo commands (`bench demo build -h`, "
-                                "`bench demo train-policies -h`)")
+                                "`bench demo train-policies -h`, `bench demo reaction -h`)")
     add_build_parser(commands)
     add_train_policies_parser(commands)
+    add_reaction_parser(commands)
 
 
 def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
@@ -236,4 +238,81 @@ def run_train_policies(args: argparse.Namespace) -> int:
     if args.evaluate:
         write_evaluation(out, tasks=tasks, trials=args.evaluate, policies=policies)
     print(f"wrote {out}")
+    return 0
+
+
+def add_reaction_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench demo reaction`` (issue 33 item 4: which policies react to damage)."""
+    p = subparsers.add_parser(
+        "reaction", help="screen learned policies: real success and paired simulated "
+        "outcomes, clean vs an artifact, on held-out starts",
+        description="Per task and learned recipe, roll out the same held-out starts (8000+, "
+        "ten per room; no study or demonstration uses them) in the ground-truth world, on the "
+        "room's clean reconstruction and on its --preset edit, each in the env the study "
+        "builds; writes OUT/reaction_trials.csv, OUT/reaction.{csv,md} (real and simulated "
+        "successes, paired worse / better, McNemar) and OUT/reaction_config.json. Computes "
+        "with the reference numerics, as bench demo does. See docs/demo-policies.md.")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--tasks", default="cup,tape,pen",
+                   help="comma-separated tasks (cup, tape, pen) [default all three]")
+    p.add_argument("--policies", default=None,
+                   help="comma-separated learned recipes [default all, each on its tasks]")
+    p.add_argument("--trials", type=int, default=30,
+                   help="paired trials per task and recipe, cycled over the rooms (count) "
+                   "[default 30]")
+    p.add_argument("--condition-offset", type=int, default=8000,
+                   help="first held-out start (initial-condition index) [default 8000]")
+    p.add_argument("--preset", default="hole-90",
+                   help="artifact preset compared with clean [default hole-90]")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out written by the bench")
+    p.add_argument("--allow-native-numerics", action="store_true",
+                   help="compute with this machine's own float numerics instead of the "
+                   "reference numerics (a CPU without AVX2 + FMA)")
+    p.set_defaults(func=run_reaction)
+
+
+def run_reaction(args: argparse.Namespace) -> int:
+    """Run ``bench demo reaction`` from parsed args; returns 0."""
+    from pathlib import Path
+
+    from bench.demo.reaction import ReactionConfig, screen_policy, write_reaction
+    from bench.errors import BenchError
+    from bench.numerics import require_reference_numerics
+    from bench.policies.bc_recipes import ALL_RECIPES, recipe_tasks
+    from bench.safety import MARKER, marker_json, preflight_output_dir
+
+    tasks = tuple(t.strip().lower() for t in args.tasks.split(",") if t.strip())
+    bad = sorted(set(tasks) - {"cup", "tape", "pen"})
+    if not tasks or bad:
+        raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
+    policies = ALL_RECIPES if args.policies is None else tuple(
+        n.strip() for n in args.policies.split(",") if n.strip())
+    unknown = sorted(set(policies) - set(ALL_RECIPES))
+    if not policies or unknown:
+        raise BenchError(f"--policies must name recipes of {', '.join(ALL_RECIPES)}, "
+                         f"got {args.policies!r}")
+    from perturbations.registry import registered_presets
+
+    if args.preset not in registered_presets():
+        raise BenchError(f"--preset {args.preset!r} is not an artifact preset; choose one of "
+                         f"{', '.join(registered_presets())}")
+    try:
+        config = ReactionConfig(trials=args.trials, condition_offset=args.condition_offset,
+                                preset=args.preset)
+    except ValueError as error:
+        raise BenchError(f"bench demo reaction: {error}") from None
+    preflight_output_dir(args.out, overwrite=args.overwrite)
+    require_reference_numerics(allow_native=args.allow_native_numerics)
+    rows = [row for task in tasks for name in policies if task in recipe_tasks(name)
+            for row in screen_policy(task, name, config)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_bytes(marker_json())
+    import sys
+
+    command = "bench demo reaction " + " ".join(sys.argv[sys.argv.index("reaction") + 1:]) \
+        if "reaction" in sys.argv else ""
+    for row in write_reaction(out, rows, config, command=command):
+        print(row)
     return 0

@@ -17,14 +17,13 @@ starts, never on the study's own outcome tables):
 - per (task, policy): real and simulated successes, the paired changes (``worse``: clean
   success lost under the preset; ``better``: gained) and McNemar's exact p.
 
-``python -m bench.demo.reaction --out results/demo-policies --tasks cup,tape,pen`` writes
-``reaction_trials.csv``, ``reaction.{csv,md}`` and ``reaction_config.json``.
+``bench demo reaction --out DIR --tasks cup,tape,pen`` (:func:`bench.demo.cli.run_reaction`:
+the reference numerics of ``bench demo``) writes ``reaction_trials.csv``, ``reaction.{csv,md}``
+and ``reaction_config.json``.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -132,7 +131,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def write_reaction(out: Path, rows: list[dict[str, Any]], config: ReactionConfig) -> list[dict]:
+def write_reaction(out: Path, rows: list[dict[str, Any]], config: ReactionConfig, *,
+                   command: str = "") -> list[dict]:
     """``reaction_trials.csv``, ``reaction.{csv,md}`` and ``reaction_config.json`` in ``out``."""
     from bench.demo.evaluation import write_rows_csv
     from bench.provenance import atomic_write_bytes, atomic_write_json
@@ -153,32 +153,5 @@ def write_reaction(out: Path, rows: list[dict[str, Any]], config: ReactionConfig
     atomic_write_json(out / "reaction_config.json", {
         **asdict(config), "scenes": list(SCENES), "min_changed": MIN_CHANGED,
         "real_gap_pp": list(REAL_GAP_PP),
-        "command": "python -m bench.demo.reaction " + " ".join(sys.argv[1:])})
+        "command": command})
     return table
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.demo.reaction``: screen recipes for reaction to an artifact."""
-    from bench.policies.bc_recipes import ALL_RECIPES, recipe_tasks
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--tasks", default="cup,tape,pen", help="comma-separated tasks")
-    parser.add_argument("--policies", default=",".join(ALL_RECIPES),
-                        help="comma-separated learned recipes")
-    defaults = ReactionConfig()
-    parser.add_argument("--trials", type=int, default=defaults.trials)
-    parser.add_argument("--condition-offset", type=int, default=defaults.condition_offset)
-    parser.add_argument("--preset", default=defaults.preset)
-    args = parser.parse_args(argv)
-    config = ReactionConfig(trials=args.trials, condition_offset=args.condition_offset,
-                            preset=args.preset)
-    rows = [row for task in args.tasks.split(",") for name in args.policies.split(",")
-            if task in recipe_tasks(name) for row in screen_policy(task, name, config)]
-    for r in write_reaction(Path(args.out), rows, config):
-        print(r)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

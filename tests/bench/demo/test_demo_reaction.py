@@ -76,3 +76,19 @@ def test_committed_screen_table_is_its_trials_summarised():
     with open(root / "reaction.csv") as handle:
         committed = list(csv.DictReader(handle))
     assert [{k: str(v) for k, v in r.items()} for r in summarise(rows)] == committed
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--tasks", "rope"), ("--policies", "bc-huge"),
+                                             ("--preset", "hole-99"), ("--trials", "0")])
+def test_reaction_cli_refuses_bad_options_in_one_line(tmp_path, flag, value):
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "bench.cli", "demo", "reaction",
+                             "--out", str(out), flag, value], capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert (flag.lstrip("-").replace("-", "_") in result.stderr
+            or flag in result.stderr or "trials" in result.stderr), result.stderr
