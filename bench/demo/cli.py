@@ -193,6 +193,24 @@ def add_train_policies_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_train_policies)
 
 
+def _tasks_and_recipes(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``--tasks`` and ``--policies`` (None: every learned recipe), checked in one line each."""
+    from bench.errors import BenchError
+    from bench.policies.bc_recipes import ALL_RECIPES
+
+    tasks = tuple(t.strip().lower() for t in args.tasks.split(",") if t.strip())
+    bad = sorted(set(tasks) - {"cup", "tape", "pen"})
+    if not tasks or bad:
+        raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
+    policies = ALL_RECIPES if args.policies is None else tuple(
+        n.strip() for n in args.policies.split(",") if n.strip())
+    unknown = sorted(set(policies) - set(ALL_RECIPES))
+    if not policies or unknown:
+        raise BenchError(f"--policies must name recipes of {', '.join(ALL_RECIPES)}, "
+                         f"got {args.policies!r}")
+    return tasks, policies
+
+
 def run_train_policies(args: argparse.Namespace) -> int:
     """Run ``bench demo train-policies``: record demos, train, optionally evaluate; returns 0."""
     from pathlib import Path
@@ -200,18 +218,7 @@ def run_train_policies(args: argparse.Namespace) -> int:
     from bench.errors import BenchError
     from bench.safety import MARKER, marker_json, preflight_output_dir
 
-    tasks = tuple(t.strip().lower() for t in args.tasks.split(",") if t.strip())
-    bad = sorted(set(tasks) - {"cup", "tape", "pen"})
-    if not tasks or bad:
-        raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
-    from bench.policies.bc_recipes import ALL_RECIPES
-
-    policies = ALL_RECIPES if args.policies is None else tuple(
-        n.strip() for n in args.policies.split(",") if n.strip())
-    unknown = sorted(set(policies) - set(ALL_RECIPES))
-    if not policies or unknown:
-        raise BenchError(f"--policies must name recipes of {', '.join(ALL_RECIPES)}, "
-                         f"got {args.policies!r}")
+    tasks, policies = _tasks_and_recipes(args)
     for name in ("episodes", "epochs"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -279,19 +286,10 @@ def run_reaction(args: argparse.Namespace) -> int:
     from bench.demo.reaction import ReactionConfig, screen_policy, write_reaction
     from bench.errors import BenchError
     from bench.numerics import require_reference_numerics
-    from bench.policies.bc_recipes import ALL_RECIPES, recipe_tasks
+    from bench.policies.bc_recipes import recipe_tasks
     from bench.safety import MARKER, marker_json, preflight_output_dir
 
-    tasks = tuple(t.strip().lower() for t in args.tasks.split(",") if t.strip())
-    bad = sorted(set(tasks) - {"cup", "tape", "pen"})
-    if not tasks or bad:
-        raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
-    policies = ALL_RECIPES if args.policies is None else tuple(
-        n.strip() for n in args.policies.split(",") if n.strip())
-    unknown = sorted(set(policies) - set(ALL_RECIPES))
-    if not policies or unknown:
-        raise BenchError(f"--policies must name recipes of {', '.join(ALL_RECIPES)}, "
-                         f"got {args.policies!r}")
+    tasks, policies = _tasks_and_recipes(args)
     from perturbations.registry import registered_presets
 
     if args.preset not in registered_presets():
