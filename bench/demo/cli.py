@@ -88,11 +88,7 @@ def run(args: argparse.Namespace) -> int:
                 raise BenchError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
             options[name] = value
     if args.tasks is not None:
-        tasks = tuple(t.strip().lower() for t in args.tasks.split(",") if t.strip())
-        bad = sorted(set(tasks) - {"cup", "tape", "pen"})
-        if not tasks or bad:
-            raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
-        options["tasks"] = tasks
+        options["tasks"] = _tasks(args.tasks)
     config = DemoConfig(out=Path(args.out or "."), profile=profile, seed=args.seed,
                         overwrite=args.overwrite, time_limits=args.time_limits,
                         resume=args.resume, **options)
@@ -193,15 +189,23 @@ def add_train_policies_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_train_policies)
 
 
+def _tasks(text: str) -> tuple[str, ...]:
+    """The comma-separated ``--tasks`` value, checked in one line."""
+    from bench.errors import BenchError
+
+    tasks = tuple(t.strip().lower() for t in text.split(",") if t.strip())
+    bad = sorted(set(tasks) - {"cup", "tape", "pen"})
+    if not tasks or bad:
+        raise BenchError(f"--tasks must name cup, tape and/or pen, got {text!r}")
+    return tasks
+
+
 def _tasks_and_recipes(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``--tasks`` and ``--policies`` (None: every learned recipe), checked in one line each."""
     from bench.errors import BenchError
     from bench.policies.bc_recipes import ALL_RECIPES
 
-    tasks = tuple(t.strip().lower() for t in args.tasks.split(",") if t.strip())
-    bad = sorted(set(tasks) - {"cup", "tape", "pen"})
-    if not tasks or bad:
-        raise BenchError(f"--tasks must name cup, tape and/or pen, got {args.tasks!r}")
+    tasks = _tasks(args.tasks)
     policies = ALL_RECIPES if args.policies is None else tuple(
         n.strip() for n in args.policies.split(",") if n.strip())
     unknown = sorted(set(policies) - set(ALL_RECIPES))
@@ -250,6 +254,9 @@ def run_train_policies(args: argparse.Namespace) -> int:
 
 def add_reaction_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench demo reaction`` (issue 33 item 4: which policies react to damage)."""
+    from bench.demo.reaction import ReactionConfig  # stdlib imports only: defaults from it
+
+    defaults = ReactionConfig()
     p = subparsers.add_parser(
         "reaction", help="screen learned policies: real success and paired simulated "
         "outcomes, clean vs an artifact, on held-out starts",
@@ -264,13 +271,14 @@ def add_reaction_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="comma-separated tasks (cup, tape, pen) [default all three]")
     p.add_argument("--policies", default=None,
                    help="comma-separated learned recipes [default all, each on its tasks]")
-    p.add_argument("--trials", type=int, default=30,
+    p.add_argument("--trials", type=int, default=defaults.trials,
                    help="paired trials per task and recipe, cycled over the rooms (count) "
-                   "[default 30]")
-    p.add_argument("--condition-offset", type=int, default=8000,
-                   help="first held-out start (initial-condition index) [default 8000]")
-    p.add_argument("--preset", default="hole-90",
-                   help="artifact preset compared with clean [default hole-90]")
+                   f"[default {defaults.trials}]")
+    p.add_argument("--condition-offset", type=int, default=defaults.condition_offset,
+                   help="first held-out start (initial-condition index) "
+                   f"[default {defaults.condition_offset}]")
+    p.add_argument("--preset", default=defaults.preset,
+                   help=f"artifact preset compared with clean [default {defaults.preset}]")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out written by the bench")
     p.add_argument("--allow-native-numerics", action="store_true",
@@ -281,6 +289,7 @@ def add_reaction_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run_reaction(args: argparse.Namespace) -> int:
     """Run ``bench demo reaction`` from parsed args; returns 0."""
+    import sys
     from pathlib import Path
 
     from bench.demo.reaction import ReactionConfig, screen_policy, write_reaction
@@ -288,10 +297,9 @@ def run_reaction(args: argparse.Namespace) -> int:
     from bench.numerics import require_reference_numerics
     from bench.policies.bc_recipes import recipe_tasks
     from bench.safety import MARKER, marker_json, preflight_output_dir
-
-    tasks, policies = _tasks_and_recipes(args)
     from perturbations.registry import registered_presets
 
+    tasks, policies = _tasks_and_recipes(args)
     if args.preset not in registered_presets():
         raise BenchError(f"--preset {args.preset!r} is not an artifact preset; choose one of "
                          f"{', '.join(registered_presets())}")
@@ -307,10 +315,6 @@ def run_reaction(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_bytes(marker_json())
-    import sys
-
-    command = "bench demo reaction " + " ".join(sys.argv[sys.argv.index("reaction") + 1:]) \
-        if "reaction" in sys.argv else ""
-    for row in write_reaction(out, rows, config, command=command):
+    for row in write_reaction(out, rows, config, command="bench " + " ".join(sys.argv[1:])):
         print(row)
     return 0
