@@ -43,8 +43,10 @@ LEARNED_VARIANTS = {"bc-large-exec16": ("bc-large", 16)}
 #: Flat, 3/20 vs 3/20 in G2; Tape 1/24 vs 1/24; Pen 0/24 vs 0/24; docs/demo.md,
 #: docs/demo-policies.md); Cup was re-chosen first as bc-large vs its 16-row deployment
 #: (12/60 vs 10/60 in the rooms, never significant), then, like Tape and Pen, as bc-aux-dagger
-#: (the localising recipe + DAgger) vs bc-large.
-DEMO_POLICIES = {"cup": ("bc-aux-dagger", "bc-large"), "tape": ("bc-aux-dagger", "bc-large"),
+#: (the localising recipe + DAgger) vs bc-large; on 2026-12-06 Cup's second policy became
+#: bc-aux-85 (bc-aux on 85 demonstrations), the first that reacts to damage with a 15-40 pp
+#: real gap on the reaction screen's held-out starts (issue 33 item 4; docs/demo-policies.md).
+DEMO_POLICIES = {"cup": ("bc-aux-dagger", "bc-aux-85"), "tape": ("bc-aux-dagger", "bc-large"),
                  "pen": ("bc-aux-dagger", "bc-large")}
 OBSERVATION_KEYS = ("wrist_left", "wrist_right")
 #: Chunk rows a learned policy returns per query (the rest of the env's chunk is hold rows):
@@ -120,6 +122,8 @@ def _register() -> None:
                     "proprio only)",
         "bc-aux": "bc-large's data with an 8x8 keypoint map and an object-pose auxiliary "
                   "loss at training (wrist images + proprio only at run time)",
+        "bc-aux-85": "bc-aux on the first 85 demonstrations (wrist images + proprio only "
+                     "at run time)",
         "bc-aux-dagger": "bc-aux fine-tuned on DAgger rounds: its own rollouts labelled by "
                          "the expert (wrist images + proprio only at run time)",
     }
