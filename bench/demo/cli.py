@@ -21,12 +21,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     _add_profile_arguments(p)
     p.set_defaults(func=run)
     commands = p.add_subparsers(dest="demo_command",
-                                metavar="{build,train-policies,reaction}",
+                                metavar="{build,train-policies,reaction,swap}",
                                 help="further demo commands (`bench demo build -h`, "
-                                "`bench demo train-policies -h`, `bench demo reaction -h`)")
+                                "`bench demo train-policies -h`, `bench demo reaction -h`, "
+                                "`bench demo swap -h`)")
     add_build_parser(commands)
     add_train_policies_parser(commands)
     add_reaction_parser(commands)
+    add_swap_parser(commands)
 
 
 def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
@@ -316,5 +318,69 @@ def run_reaction(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_bytes(marker_json())
     for row in write_reaction(out, rows, config, command="bench " + " ".join(sys.argv[1:])):
+        print(row)
+    return 0
+
+
+def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench demo swap`` (issue 33 item 5: which part of the background costs skill)."""
+    from bench.demo.background_swap import SWAP_VARIANTS, SwapConfig  # numpy only at import
+
+    defaults = SwapConfig()
+    p = subparsers.add_parser(
+        "swap", help="screen learned policies on the clean reconstruction with ground-truth "
+        "geometry swapped in (the table top, the whole room), on held-out starts",
+        description="Per task and learned recipe, roll out the same held-out starts (8000+, "
+        "ten per room) in the study's simulated env under backgrounds that differ only in "
+        "what is drawn behind the meshes: the clean reconstruction (control), the same with "
+        "the ground-truth table top instead of its table Gaussians, and the ground-truth room "
+        "instead of every Gaussian (the room's lights in all three). Writes "
+        "OUT/swap_trials.csv, OUT/swap.{csv,md} (successes, paired gained / lost vs the "
+        "control, McNemar) and OUT/swap_config.json. Computes with the reference numerics, "
+        "as bench demo does. See docs/demo-build.md.")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--tasks", default="tape",
+                   help="comma-separated tasks (cup, tape, pen) [default tape]")
+    p.add_argument("--policies", default="bc-aux-dagger",
+                   help="comma-separated learned recipes [default bc-aux-dagger]")
+    p.add_argument("--trials", type=int, default=defaults.trials,
+                   help=f"trials per task and recipe, cycled over the rooms (count) "
+                   f"[default {defaults.trials}]")
+    p.add_argument("--variants", default=",".join(defaults.variants),
+                   help=f"comma-separated backgrounds, the control first "
+                   f"({', '.join(SWAP_VARIANTS)}) [default all three]")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out written by the bench")
+    p.add_argument("--allow-native-numerics", action="store_true",
+                   help="compute with this machine's own float numerics instead of the "
+                   "reference numerics (a CPU without AVX2 + FMA)")
+    p.set_defaults(func=run_swap)
+
+
+def run_swap(args: argparse.Namespace) -> int:
+    """Run ``bench demo swap`` from parsed args; returns 0."""
+    import sys
+    from pathlib import Path
+
+    from bench.demo.background_swap import SwapConfig, screen_swaps, write_swaps
+    from bench.errors import BenchError
+    from bench.numerics import require_reference_numerics
+    from bench.policies.bc_recipes import recipe_tasks
+    from bench.safety import MARKER, marker_json, preflight_output_dir
+
+    tasks, policies = _tasks_and_recipes(args)
+    try:
+        config = SwapConfig(trials=args.trials, variants=tuple(
+            v.strip() for v in args.variants.split(",") if v.strip()))
+    except ValueError as error:
+        raise BenchError(f"bench demo swap: {error}") from None
+    preflight_output_dir(args.out, overwrite=args.overwrite)
+    require_reference_numerics(allow_native=args.allow_native_numerics)
+    rows = [row for task in tasks for name in policies if task in recipe_tasks(name)
+            for row in screen_swaps(task, name, config)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_bytes(marker_json())
+    for row in write_swaps(out, rows, config, command="bench " + " ".join(sys.argv[1:])):
         print(row)
     return 0

@@ -1,0 +1,214 @@
+"""Which part of a reconstruction costs a policy its skill: ground-truth geometry swapped in.
+
+Issue 33 item 5 asks why the stronger policy keeps so little of its real success on the clean
+reconstructions. This screen runs one policy from held-out starts in the study's simulated
+env (:func:`bench.study.work_unit.make_study_env`) under variants that differ only in what is
+drawn behind the simulator's meshes (:data:`SWAP_VARIANTS`):
+
+- ``reconstruction``: the room's clean reconstruction (the control). The ground-truth room's
+  lights are added and its geoms hidden, so the robot and the task objects are lit exactly as
+  in the other two variants.
+- ``gt-table``: as the control, but the ground-truth table top is drawn as a mesh and the
+  reconstruction's table-top Gaussians (:func:`table_top_mask`) are removed; the rest of the
+  room stays Gaussian.
+- ``gt-room``: the whole ground-truth room drawn as meshes, no Gaussians (what the real
+  trials see, without their sensor model).
+
+``bench demo swap --out DIR --tasks tape --policies bc-aux-dagger``
+(:func:`bench.demo.cli.run_swap`: the reference numerics of ``bench demo``) writes
+``swap_trials.csv``, ``swap.{csv,md}`` (per variant: successes, and the paired change against
+the control with McNemar's exact p) and ``swap_config.json``. Starts come from the reaction
+screen's held-out block (:data:`bench.demo.reaction.REACTION_CONDITION_OFFSET`); no study
+table is read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.demo.reaction import REACTION_CONDITION_OFFSET, SCENES
+
+SWAP_VARIANTS = ("reconstruction", "gt-table", "gt-room")
+CONTROL = "reconstruction"
+#: The table-top slab whose Gaussians ``gt-table`` removes: the top's footprint grown by this
+#: margin (m), from this depth below the top surface to this height above it (m).
+TOP_MARGIN = 0.03
+TOP_BELOW = 0.06
+TOP_ABOVE = 0.03
+
+
+@dataclass(frozen=True)
+class SwapConfig:
+    """One background-swap screen.
+
+    Attributes:
+        trials: Trials per (task, policy), cycled over the three rooms.
+        condition_offset: First held-out start (the reaction screen's block).
+        variants: Backgrounds compared (:data:`SWAP_VARIANTS`; the control first).
+        profile: Demo profile whose study settings the envs use (image size, time limits).
+        seed: Policy seed (the demo's).
+    """
+
+    trials: int = 30
+    condition_offset: int = REACTION_CONDITION_OFFSET
+    variants: tuple[str, ...] = SWAP_VARIANTS
+    profile: str = "default"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.trials < 1 or self.condition_offset < 0:
+            raise ValueError("trials must be >= 1 and condition_offset >= 0")
+        bad = [v for v in self.variants if v not in SWAP_VARIANTS]
+        if bad or not self.variants or self.variants[0] != CONTROL:
+            raise ValueError(f"variants must start with {CONTROL!r} and name "
+                             f"{', '.join(SWAP_VARIANTS)}, got {list(self.variants)}")
+
+
+def table_top_mask(means: Any, world: Any) -> Any:  # [N, 3] float -> bool [N]
+    """Gaussians whose centre lies in the ground-truth table top's slab (world frame)."""
+    import numpy as np
+
+    yaw = math.radians(world.table_yaw_deg)
+    c, s = math.cos(yaw), math.sin(yaw)
+    x, y, z = means[:, 0], means[:, 1], means[:, 2]
+    u, v = c * x + s * y, -s * x + c * y  # in the table's frame (top surface at z = 0)
+    half_x, half_y = world.table_size[0] / 2, world.table_size[1] / 2
+    return ((np.abs(u) < half_x + TOP_MARGIN) & (np.abs(v) < half_y + TOP_MARGIN)
+            & (z > -TOP_BELOW) & (z < TOP_ABOVE))
+
+
+def _is_table_top(geom: Any, world: Any) -> bool:
+    import mujoco
+
+    from bench.worlds.rooms import TABLE_TOP_THICKNESS
+
+    return (geom.type == mujoco.mjtGeom.mjGEOM_BOX
+            and abs(geom.size[0] - world.table_size[0] / 2) < 1e-9
+            and abs(geom.size[1] - world.table_size[1] / 2) < 1e-9
+            and abs(geom.pos[2] + TABLE_TOP_THICKNESS / 2) < 1e-9)
+
+
+def room_decorator(world: Any, variant: str):
+    """``World(decorate=...)``: the ground-truth room's lights, and what ``variant`` draws of it."""
+    from bench.worlds.rooms import add_room
+
+    def decorate(spec: Any) -> None:
+        add_room(spec, world)  # every room geom is named with the "gt_" prefix
+        tops = 0
+        for geom in spec.geoms:
+            if not geom.name.startswith("gt_") or variant == "gt-room":
+                continue
+            if variant == "gt-table" and _is_table_top(geom, world):
+                tops += 1
+                continue
+            geom.group = 4  # hidden in every MuJoCo pass (bench.sim draws groups 0-3)
+        if variant == "gt-table" and tops != 1:
+            raise RuntimeError(f"found {tops} table tops in room {world.name!r}, expected 1")
+
+    return decorate
+
+
+def swap_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
+    """The study's simulated env of (``scene``, ``task``) with ``variant``'s background."""
+    import numpy as np
+
+    from bench.scene.bundle import load_scene
+    from bench.study.work_unit import make_study_env
+    from bench.study.world_domain import world_domain
+    from bench.worlds.rooms import get_world
+
+    world = get_world(world_domain(spec).worlds[scene])
+    bundle = load_scene(spec.scenes[scene])
+    extra: dict[str, Any] = {"world_decorator": room_decorator(world, variant)}
+    if variant == "gt-room":
+        extra["background"] = "none"
+    elif variant == "gt-table":
+        keep = np.flatnonzero(~table_top_mask(bundle.background.means, world))
+        bundle = bundle.replace(background=bundle.background.subset(keep), stored=None)
+        extra["min_table_gaussians"] = 0  # the table's Gaussians are gone on purpose
+    return make_study_env(spec, scene=scene, task=task, domain="sim", bundle=bundle, **extra)
+
+
+def screen_swaps(task: str, policy: str, config: SwapConfig = SwapConfig(), *,
+                 progress: bool = True) -> list[dict[str, Any]]:
+    """One row per trial: success of ``policy`` from the same start under every variant."""
+    import bench.policies.visual  # noqa: F401 - registers the visual policies
+    from bench.demo.run import DemoConfig
+    from bench.policies import make_policy
+    from bench.progress import progress as progress_bar
+    from bench.sim.rollout import run_episode
+
+    spec = DemoConfig(out=Path("."), profile=config.profile, tasks=(task,),
+                      seed=config.seed).study_spec()
+    envs: dict[tuple[str, str], Any] = {}
+    policies: dict[tuple[str, str], Any] = {}
+    rows = []
+    try:
+        for trial in progress_bar(range(config.trials), desc=f"swap {policy}/{task}",
+                                  unit="trial", disable=not progress, mininterval=5.0):
+            scene = SCENES[trial % len(SCENES)]
+            start = config.condition_offset + trial
+            row: dict[str, Any] = {"task": task, "policy": policy, "scene": scene,
+                                   "trial": trial, "start": start}
+            for variant in config.variants:
+                key = (scene, variant)
+                if key not in envs:
+                    envs[key] = swap_env(spec, scene=scene, task=task, variant=variant)
+                    policies[key] = make_policy(policy, envs[key], seed=config.seed)
+                record, _, _ = run_episode(envs[key], policies[key], init_index=start,
+                                           episode=trial, policy_name=policy)
+                if record.status != "ok":
+                    raise RuntimeError(f"{policy}/{task} trial {trial} ({variant}): "
+                                       f"{record.error}")
+                row[variant] = int(record.success)
+            rows.append(row)
+    finally:
+        for env in envs.values():
+            env.close()
+    return rows
+
+
+def summarise_swaps(rows: list[dict[str, Any]], variants: tuple[str, ...]
+                    ) -> list[dict[str, Any]]:
+    """Per (task, policy, variant): successes and the paired change against the control."""
+    from protocols.stats import mcnemar_exact_p
+
+    out = []
+    for key in dict.fromkeys((r["task"], r["policy"]) for r in rows):
+        sel = [r for r in rows if (r["task"], r["policy"]) == key]
+        for variant in variants:
+            gained = sum(r[variant] and not r[CONTROL] for r in sel)
+            lost = sum(r[CONTROL] and not r[variant] for r in sel)
+            out.append({"task": key[0], "policy": key[1], "variant": variant,
+                        "trials": len(sel), "successes": sum(r[variant] for r in sel),
+                        "gained": gained, "lost": lost,
+                        # four significant figures: a p of 8e-6 must not print as 0
+                        "mcnemar_p": float(f"{mcnemar_exact_p(gained, lost):.4g}")})
+    return out
+
+
+def write_swaps(out: Path, rows: list[dict[str, Any]], config: SwapConfig, *,
+                command: str = "") -> list[dict[str, Any]]:
+    """``swap_trials.csv``, ``swap.{csv,md}`` and ``swap_config.json`` in ``out``."""
+    from bench.demo.evaluation import write_rows_csv
+    from bench.provenance import atomic_write_bytes, atomic_write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    table = summarise_swaps(rows, config.variants)
+    write_rows_csv(out / "swap_trials.csv", rows)
+    write_rows_csv(out / "swap.csv", table)
+    lines = [f"| task | policy | background | successes | gained / lost vs {CONTROL} | "
+             "McNemar p |", "|---|---|---|---|---|---|"]
+    for r in table:
+        lines.append(f"| {r['task']} | {r['policy']} | {r['variant']} | "
+                     f"{r['successes']}/{r['trials']} | {r['gained']} / {r['lost']} | "
+                     f"{r['mcnemar_p']:.2g} |")
+    atomic_write_bytes(out / "swap.md", ("\n".join(lines) + "\n").encode())
+    atomic_write_json(out / "swap_config.json", {
+        **asdict(config), "scenes": list(SCENES),
+        "table_top_slab_m": {"margin": TOP_MARGIN, "below": TOP_BELOW, "above": TOP_ABOVE},
+        "command": command})
+    return table
