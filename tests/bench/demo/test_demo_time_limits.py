@@ -48,3 +48,8 @@ def test_paper_limits_are_the_committed_measurements():
         if r["success"]:
             assert r["frames"] <= PAPER_MAX_FRAMES[r["task"]]
     assert PROFILES["paper"].max_frames == PAPER_MAX_FRAMES
+    # measured on the pairs the paper profile runs (a re-chosen pair needs a new measurement)
+    from bench.policies.learned import DEMO_POLICIES
+
+    measured = {t: {r["policy"] for r in rows if r["task"] == t} for t in PAPER_MAX_FRAMES}
+    assert measured == {t: {"expert", *DEMO_POLICIES[t]} for t in PAPER_MAX_FRAMES}
