@@ -135,40 +135,15 @@ def swap_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
 def screen_swaps(task: str, policy: str, config: SwapConfig = SwapConfig(), *,
                  progress: bool = True) -> list[dict[str, Any]]:
     """One row per trial: success of ``policy`` from the same start under every variant."""
-    import bench.policies.visual  # noqa: F401 - registers the visual policies
-    from bench.demo.run import DemoConfig
-    from bench.policies import make_policy
-    from bench.progress import progress as progress_bar
-    from bench.sim.rollout import run_episode
+    from bench.demo.reaction import paired_trials, screen_spec
 
-    spec = DemoConfig(out=Path("."), profile=config.profile, tasks=(task,),
-                      seed=config.seed).study_spec()
-    envs: dict[tuple[str, str], Any] = {}
-    policies: dict[tuple[str, str], Any] = {}
-    rows = []
-    try:
-        for trial in progress_bar(range(config.trials), desc=f"swap {policy}/{task}",
-                                  unit="trial", disable=not progress, mininterval=5.0):
-            scene = SCENES[trial % len(SCENES)]
-            start = config.condition_offset + trial
-            row: dict[str, Any] = {"task": task, "policy": policy, "scene": scene,
-                                   "trial": trial, "start": start}
-            for variant in config.variants:
-                key = (scene, variant)
-                if key not in envs:
-                    envs[key] = swap_env(spec, scene=scene, task=task, variant=variant)
-                    policies[key] = make_policy(policy, envs[key], seed=config.seed)
-                record, _, _ = run_episode(envs[key], policies[key], init_index=start,
-                                           episode=trial, policy_name=policy)
-                if record.status != "ok":
-                    raise RuntimeError(f"{policy}/{task} trial {trial} ({variant}): "
-                                       f"{record.error}")
-                row[variant] = int(record.success)
-            rows.append(row)
-    finally:
-        for env in envs.values():
-            env.close()
-    return rows
+    spec = screen_spec(task, profile=config.profile, seed=config.seed)
+    return paired_trials(
+        task, policy, trials=config.trials, condition_offset=config.condition_offset,
+        seed=config.seed, columns=tuple((v, v) for v in config.variants),
+        make_env=lambda scene, variant: swap_env(spec, scene=scene, task=task,
+                                                 variant=variant),
+        desc=f"swap {policy}/{task}", progress=progress)
 
 
 def summarise_swaps(rows: list[dict[str, Any]], variants: tuple[str, ...]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 PROFILE_NAMES = ("quick", "default", "paper")  # bench.demo.run.PROFILES (checked there)
 
@@ -281,24 +283,14 @@ def add_reaction_parser(subparsers: argparse._SubParsersAction) -> None:
                    f"[default {defaults.condition_offset}]")
     p.add_argument("--preset", default=defaults.preset,
                    help=f"artifact preset compared with clean [default {defaults.preset}]")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing --out written by the bench")
-    p.add_argument("--allow-native-numerics", action="store_true",
-                   help="compute with this machine's own float numerics instead of the "
-                   "reference numerics (a CPU without AVX2 + FMA)")
+    _add_screen_output_arguments(p)
     p.set_defaults(func=run_reaction)
 
 
 def run_reaction(args: argparse.Namespace) -> int:
     """Run ``bench demo reaction`` from parsed args; returns 0."""
-    import sys
-    from pathlib import Path
-
     from bench.demo.reaction import ReactionConfig, screen_policy, write_reaction
     from bench.errors import BenchError
-    from bench.numerics import require_reference_numerics
-    from bench.policies.bc_recipes import recipe_tasks
-    from bench.safety import MARKER, marker_json, preflight_output_dir
     from perturbations.registry import registered_presets
 
     tasks, policies = _tasks_and_recipes(args)
@@ -310,16 +302,7 @@ def run_reaction(args: argparse.Namespace) -> int:
                                 preset=args.preset)
     except ValueError as error:
         raise BenchError(f"bench demo reaction: {error}") from None
-    preflight_output_dir(args.out, overwrite=args.overwrite)
-    require_reference_numerics(allow_native=args.allow_native_numerics)
-    rows = [row for task in tasks for name in policies if task in recipe_tasks(name)
-            for row in screen_policy(task, name, config)]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_bytes(marker_json())
-    for row in write_reaction(out, rows, config, command="bench " + " ".join(sys.argv[1:])):
-        print(row)
-    return 0
+    return _run_screen(args, tasks, policies, config, screen_policy, write_reaction)
 
 
 def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -349,24 +332,14 @@ def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--variants", default=",".join(defaults.variants),
                    help=f"comma-separated backgrounds, the control first "
                    f"({', '.join(SWAP_VARIANTS)}) [default all three]")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing --out written by the bench")
-    p.add_argument("--allow-native-numerics", action="store_true",
-                   help="compute with this machine's own float numerics instead of the "
-                   "reference numerics (a CPU without AVX2 + FMA)")
+    _add_screen_output_arguments(p)
     p.set_defaults(func=run_swap)
 
 
 def run_swap(args: argparse.Namespace) -> int:
     """Run ``bench demo swap`` from parsed args; returns 0."""
-    import sys
-    from pathlib import Path
-
     from bench.demo.background_swap import SwapConfig, screen_swaps, write_swaps
     from bench.errors import BenchError
-    from bench.numerics import require_reference_numerics
-    from bench.policies.bc_recipes import recipe_tasks
-    from bench.safety import MARKER, marker_json, preflight_output_dir
 
     tasks, policies = _tasks_and_recipes(args)
     try:
@@ -374,13 +347,35 @@ def run_swap(args: argparse.Namespace) -> int:
             v.strip() for v in args.variants.split(",") if v.strip()))
     except ValueError as error:
         raise BenchError(f"bench demo swap: {error}") from None
+    return _run_screen(args, tasks, policies, config, screen_swaps, write_swaps)
+
+
+def _add_screen_output_arguments(p: argparse.ArgumentParser) -> None:
+    """``--overwrite`` and ``--allow-native-numerics`` of the policy screens."""
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out written by the bench")
+    p.add_argument("--allow-native-numerics", action="store_true",
+                   help="compute with this machine's own float numerics instead of the "
+                   "reference numerics (a CPU without AVX2 + FMA)")
+
+
+def _run_screen(args: argparse.Namespace, tasks: tuple[str, ...], policies: tuple[str, ...],
+                config: Any, screen: Callable[..., list], write: Callable[..., list]) -> int:
+    """A policy screen's run: check --out, the numerics, screen each (task, recipe), write."""
+    import sys
+    from pathlib import Path
+
+    from bench.numerics import require_reference_numerics
+    from bench.policies.bc_recipes import recipe_tasks
+    from bench.safety import MARKER, marker_json, preflight_output_dir
+
     preflight_output_dir(args.out, overwrite=args.overwrite)
     require_reference_numerics(allow_native=args.allow_native_numerics)
     rows = [row for task in tasks for name in policies if task in recipe_tasks(name)
-            for row in screen_swaps(task, name, config)]
+            for row in screen(task, name, config)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_bytes(marker_json())
-    for row in write_swaps(out, rows, config, command="bench " + " ".join(sys.argv[1:])):
+    for row in write(out, rows, config, command="bench " + " ".join(sys.argv[1:])):
         print(row)
     return 0

@@ -24,6 +24,7 @@ and ``reaction_config.json``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -57,50 +58,44 @@ class ReactionConfig:
             raise ValueError("trials must be >= 1 and condition_offset >= 0")
 
 
-def screen_policy(task: str, policy: str, config: ReactionConfig = ReactionConfig(), *,
-                  progress: bool = True) -> list[dict[str, Any]]:
-    """One row per trial: real, clean-simulated and preset-simulated success of ``policy``."""
-    import bench.policies.visual  # noqa: F401 - registers the visual policies
+def screen_spec(task: str, *, profile: str, seed: int) -> Any:
+    """The study spec whose envs a screen of ``task`` runs in (the demo profile's)."""
     from bench.demo.run import DemoConfig
+
+    return DemoConfig(out=Path("."), profile=profile, tasks=(task,), seed=seed).study_spec()
+
+
+def paired_trials(task: str, policy: str, *, trials: int, condition_offset: int, seed: int,
+                  columns: tuple[tuple[str, str], ...], make_env: Callable[[str, str], Any],
+                  desc: str, progress: bool = True) -> list[dict[str, Any]]:
+    """One row per trial: ``policy``'s success from one start under every variant.
+
+    Trial ``t`` runs in room ``SCENES[t % 3]`` from start ``condition_offset + t``; for each
+    ``(variant, column)`` the env ``make_env(scene, variant)`` (built once per pair, closed at
+    the end) runs one episode and ``row[column]`` is its success (0 / 1).
+    """
+    import bench.policies.visual  # noqa: F401 - registers the visual policies
     from bench.policies import make_policy
     from bench.progress import progress as progress_bar
-    from bench.scene.bundle import load_scene
     from bench.sim.rollout import run_episode
-    from bench.study.work_unit import make_study_env
-    from perturbations import apply_perturbation
 
-    spec = DemoConfig(out=Path("."), profile=config.profile, tasks=(task,),
-                      seed=config.seed).study_spec()
     envs: dict[tuple[str, str], Any] = {}
     policies: dict[tuple[str, str], Any] = {}
-
-    def env_for(scene: str, variant: str) -> tuple[Any, Any]:
-        key = (scene, variant)
-        if key not in envs:
-            bundle = None
-            if variant != "real":
-                bundle = load_scene(spec.scenes[scene])
-                if variant != "clean":
-                    bundle = apply_perturbation(bundle, variant, seed=config.seed).bundle
-            domain = "real" if variant == "real" else "sim"
-            envs[key] = make_study_env(spec, scene=scene, task=task, domain=domain,
-                                       bundle=bundle)
-            policies[key] = make_policy(policy, envs[key], seed=config.seed)
-        return envs[key], policies[key]
-
     rows = []
     try:
-        for trial in progress_bar(range(config.trials), desc=f"reaction {policy}/{task}",
-                                  unit="trial", disable=not progress, mininterval=5.0):
+        for trial in progress_bar(range(trials), desc=desc, unit="trial",
+                                  disable=not progress, mininterval=5.0):
             scene = SCENES[trial % len(SCENES)]
-            start = config.condition_offset + trial
+            start = condition_offset + trial
             row: dict[str, Any] = {"task": task, "policy": policy, "scene": scene,
                                    "trial": trial, "start": start}
-            for variant, column in (("real", "real"), ("clean", "sim_clean"),
-                                    (config.preset, "sim_preset")):
-                env, pol = env_for(scene, variant)
-                record, _, _ = run_episode(env, pol, init_index=start, episode=trial,
-                                           policy_name=policy)
+            for variant, column in columns:
+                key = (scene, variant)
+                if key not in envs:
+                    envs[key] = make_env(scene, variant)
+                    policies[key] = make_policy(policy, envs[key], seed=seed)
+                record, _, _ = run_episode(envs[key], policies[key], init_index=start,
+                                           episode=trial, policy_name=policy)
                 if record.status != "ok":
                     raise RuntimeError(f"{policy}/{task} trial {trial} ({variant}): "
                                        f"{record.error}")
@@ -110,6 +105,31 @@ def screen_policy(task: str, policy: str, config: ReactionConfig = ReactionConfi
         for env in envs.values():
             env.close()
     return rows
+
+
+def screen_policy(task: str, policy: str, config: ReactionConfig = ReactionConfig(), *,
+                  progress: bool = True) -> list[dict[str, Any]]:
+    """One row per trial: real, clean-simulated and preset-simulated success of ``policy``."""
+    from bench.scene.bundle import load_scene
+    from bench.study.work_unit import make_study_env
+    from perturbations import apply_perturbation
+
+    spec = screen_spec(task, profile=config.profile, seed=config.seed)
+
+    def make_env(scene: str, variant: str) -> Any:
+        bundle = None
+        if variant != "real":
+            bundle = load_scene(spec.scenes[scene])
+            if variant != "clean":
+                bundle = apply_perturbation(bundle, variant, seed=config.seed).bundle
+        domain = "real" if variant == "real" else "sim"
+        return make_study_env(spec, scene=scene, task=task, domain=domain, bundle=bundle)
+
+    return paired_trials(
+        task, policy, trials=config.trials, condition_offset=config.condition_offset,
+        seed=config.seed, make_env=make_env, desc=f"reaction {policy}/{task}",
+        columns=(("real", "real"), ("clean", "sim_clean"), (config.preset, "sim_preset")),
+        progress=progress)
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

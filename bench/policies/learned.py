@@ -124,6 +124,8 @@ def _register() -> None:
                   "loss at training (wrist images + proprio only at run time)",
         "bc-aux-85": "bc-aux on the first 85 demonstrations (wrist images + proprio only "
                      "at run time)",
+        "bc-aux-dagger-3": "bc-aux fine-tuned on three DAgger rounds (wrist images + "
+                           "proprio only at run time)",
         "bc-aux-dagger": "bc-aux fine-tuned on DAgger rounds: its own rollouts labelled by "
                          "the expert (wrist images + proprio only at run time)",
     }
