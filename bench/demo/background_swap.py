@@ -11,6 +11,9 @@ drawn behind the simulator's meshes (:data:`SWAP_VARIANTS`):
 - ``gt-table``: as the control, but the ground-truth table top is drawn as a mesh and the
   reconstruction's table-top Gaussians (:func:`table_top_mask`) are removed; the rest of the
   room stays Gaussian.
+- ``gt-table-plain``: as ``gt-table``, but the true top without its texture: one plain
+  material in the table's base colour (the texture's specular and shininess kept), which
+  separates the top's texture from its colour and opacity.
 - ``gt-room``: the whole ground-truth room drawn as meshes, no Gaussians (what the real
   trials see, without their sensor model).
 
@@ -31,7 +34,7 @@ from typing import Any
 
 from bench.demo.reaction import REACTION_CONDITION_OFFSET, SCENES
 
-SWAP_VARIANTS = ("reconstruction", "gt-table", "gt-room")
+SWAP_VARIANTS = ("reconstruction", "gt-table", "gt-table-plain", "gt-room")
 CONTROL = "reconstruction"
 #: The table-top slab whose Gaussians ``gt-table`` removes: the top's footprint grown by this
 #: margin (m), from this depth below the top surface to this height above it (m).
@@ -95,17 +98,24 @@ def room_decorator(world: Any, variant: str):
     """``World(decorate=...)``: the ground-truth room's lights, and what ``variant`` draws of it."""
     from bench.worlds.rooms import add_room
 
+    table = variant in ("gt-table", "gt-table-plain")
+
     def decorate(spec: Any) -> None:
         add_room(spec, world)  # every room geom is named with the "gt_" prefix
         tops = 0
         for geom in spec.geoms:
             if not geom.name.startswith("gt_") or variant == "gt-room":
                 continue
-            if variant == "gt-table" and _is_table_top(geom, world):
+            if table and _is_table_top(geom, world):
                 tops += 1
+                if variant == "gt-table-plain":  # the room builder's specular / shininess
+                    plain = spec.add_material(name="swap_plain_top", specular=0.1,
+                                              shininess=0.2)
+                    geom.material = plain.name
+                    geom.rgba = [*world.table_colour, 1.0]
                 continue
             geom.group = 4  # hidden in every MuJoCo pass (bench.sim draws groups 0-3)
-        if variant == "gt-table" and tops != 1:
+        if table and tops != 1:
             raise RuntimeError(f"found {tops} table tops in room {world.name!r}, expected 1")
 
     return decorate
@@ -125,7 +135,7 @@ def swap_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
     extra: dict[str, Any] = {"world_decorator": room_decorator(world, variant)}
     if variant == "gt-room":
         extra["background"] = "none"
-    elif variant == "gt-table":
+    elif variant in ("gt-table", "gt-table-plain"):
         keep = np.flatnonzero(~table_top_mask(bundle.background.means, world))
         bundle = bundle.replace(background=bundle.background.subset(keep), stored=None)
         extra["min_table_gaussians"] = 0  # the table's Gaussians are gone on purpose

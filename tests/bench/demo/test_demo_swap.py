@@ -44,8 +44,9 @@ def test_table_top_mask_follows_the_tables_footprint_and_yaw():
 
 
 def test_summary_counts_paired_changes_against_the_control():
+    pairs = [(0, 1), (0, 1), (0, 1), (1, 1), (0, 0)]
     rows = [{"task": "tape", "policy": "p", "trial": t, CONTROL: c, "gt-table": g,
-             "gt-room": 1} for t, (c, g) in enumerate([(0, 1), (0, 1), (0, 1), (1, 1), (0, 0)])]
+             "gt-table-plain": g, "gt-room": 1} for t, (c, g) in enumerate(pairs)]
     table = {r["variant"]: r for r in summarise_swaps(rows, SWAP_VARIANTS)}
     assert table[CONTROL]["successes"] == 1 and table[CONTROL]["mcnemar_p"] == 1.0
     gt = table["gt-table"]
@@ -82,7 +83,7 @@ def test_gt_table_draws_only_the_table_top_and_drops_its_gaussians():
     full = load_scene(spec.scenes["flat"]).background
     on_top = table_top_mask(full.means, world)
     assert 50 < on_top.sum() < 0.1 * len(on_top)
-    drawn = {}
+    drawn, textured = {}, {}
     for variant in SWAP_VARIANTS:
         env = swap_env(spec, scene="flat", task="cup", variant=variant)
         try:
@@ -92,7 +93,13 @@ def test_gt_table_draws_only_the_table_top_and_drops_its_gaussians():
                      for i in range(model.ngeom)]
             drawn[variant] = sum(n.startswith("gt_") and model.geom_group[i] < 4
                                  for i, n in enumerate(names))
-            if variant == "gt-table":
+            if variant in ("gt-table", "gt-table-plain"):
+                top = next(i for i, n in enumerate(names)
+                           if n.startswith("gt_") and model.geom_group[i] < 4)
+                material = model.geom_matid[top]
+                textured[variant] = bool((model.mat_texid[material] >= 0).any())
+                if variant == "gt-table-plain":  # the table's base colour, opaque
+                    assert np.allclose(model.geom_rgba[top], [*world.table_colour, 1.0])
                 kept = base.scene.background
                 assert len(kept.means) == len(full.means) - int(on_top.sum())
                 assert not table_top_mask(kept.means, world).any()
@@ -101,7 +108,8 @@ def test_gt_table_draws_only_the_table_top_and_drops_its_gaussians():
         finally:
             env.close()
     total = sum(1 for _ in names if _.startswith("gt_"))
-    assert drawn == {"reconstruction": 0, "gt-table": 1, "gt-room": total}
+    assert drawn == {"reconstruction": 0, "gt-table": 1, "gt-table-plain": 1, "gt-room": total}
+    assert textured == {"gt-table": True, "gt-table-plain": False}
 
 
 def test_committed_swap_table_is_its_trials_summarised():
