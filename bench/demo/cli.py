@@ -316,8 +316,9 @@ def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Per task and learned recipe, roll out the same held-out starts (8000+, "
         "ten per room) in the study's simulated env under backgrounds that differ only in "
         "what is drawn behind the meshes: the clean reconstruction (control), the same with "
-        "the ground-truth table top instead of its table Gaussians, and the ground-truth room "
-        "instead of every Gaussian (the room's lights in all three). Writes "
+        "the ground-truth table top instead of its table Gaussians, that top without its "
+        "texture, and the ground-truth room instead of every Gaussian (the room's lights in "
+        "each). Writes "
         "OUT/swap_trials.csv, OUT/swap.{csv,md} (successes, paired gained / lost vs the "
         "control, McNemar) and OUT/swap_config.json. Computes with the reference numerics, "
         "as bench demo does. See docs/demo-build.md.")
@@ -331,7 +332,7 @@ def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
                    f"[default {defaults.trials}]")
     p.add_argument("--variants", default=",".join(defaults.variants),
                    help=f"comma-separated backgrounds, the control first "
-                   f"({', '.join(SWAP_VARIANTS)}) [default all three]")
+                   f"({', '.join(SWAP_VARIANTS)}) [default all]")
     _add_screen_output_arguments(p)
     p.set_defaults(func=run_swap)
 
