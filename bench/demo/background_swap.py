@@ -7,7 +7,7 @@ drawn behind the simulator's meshes (:data:`SWAP_VARIANTS`):
 
 - ``reconstruction``: the room's clean reconstruction (the control). The ground-truth room's
   lights are added and its geoms hidden, so the robot and the task objects are lit exactly as
-  in the other two variants.
+  in the other variants.
 - ``gt-table``: as the control, but the ground-truth table top is drawn as a mesh and the
   reconstruction's table-top Gaussians (:func:`table_top_mask`) are removed; the rest of the
   room stays Gaussian.
@@ -94,7 +94,7 @@ def _is_table_top(geom: Any, world: Any) -> bool:
             and abs(geom.pos[2] + TABLE_TOP_THICKNESS / 2) < 1e-9)
 
 
-def room_decorator(world: Any, variant: str):
+def swap_decorator(world: Any, variant: str):
     """``World(decorate=...)``: the ground-truth room's lights, and what ``variant`` draws of it."""
     from bench.worlds.rooms import add_room
 
@@ -132,7 +132,7 @@ def swap_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
 
     world = get_world(world_domain(spec).worlds[scene])
     bundle = load_scene(spec.scenes[scene])
-    extra: dict[str, Any] = {"world_decorator": room_decorator(world, variant)}
+    extra: dict[str, Any] = {"world_decorator": swap_decorator(world, variant)}
     if variant == "gt-room":
         extra["background"] = "none"
     elif variant in ("gt-table", "gt-table-plain"):
