@@ -307,7 +307,7 @@ def run_reaction(args: argparse.Namespace) -> int:
 
 def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``bench demo swap`` (issue 33 item 5: which part of the background costs skill)."""
-    from bench.demo.background_swap import SWAP_VARIANTS, SwapConfig  # numpy only at import
+    from bench.demo.background_swap import SWAP_VARIANTS, SwapConfig  # stdlib only at import
 
     defaults = SwapConfig()
     p = subparsers.add_parser(
