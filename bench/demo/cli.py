@@ -270,14 +270,8 @@ def add_reaction_parser(subparsers: argparse._SubParsersAction) -> None:
         "builds; writes OUT/reaction_trials.csv, OUT/reaction.{csv,md} (real and simulated "
         "successes, paired worse / better, McNemar) and OUT/reaction_config.json. Computes "
         "with the reference numerics, as bench demo does. See docs/demo-policies.md.")
-    p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--tasks", default="cup,tape,pen",
-                   help="comma-separated tasks (cup, tape, pen) [default all three]")
-    p.add_argument("--policies", default=None,
-                   help="comma-separated learned recipes [default all, each on its tasks]")
-    p.add_argument("--trials", type=int, default=defaults.trials,
-                   help="paired trials per task and recipe, cycled over the rooms (count) "
-                   f"[default {defaults.trials}]")
+    _add_screen_arguments(p, tasks="cup,tape,pen", tasks_help="all three", policies=None,
+                          policies_help="all, each on its tasks", trials=defaults.trials)
     p.add_argument("--condition-offset", type=int, default=defaults.condition_offset,
                    help="first held-out start (initial-condition index) "
                    f"[default {defaults.condition_offset}]")
@@ -322,14 +316,8 @@ def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
         "OUT/swap_trials.csv, OUT/swap.{csv,md} (successes, paired gained / lost vs the "
         "control, McNemar) and OUT/swap_config.json. Computes with the reference numerics, "
         "as bench demo does. See docs/demo-build.md.")
-    p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--tasks", default="tape",
-                   help="comma-separated tasks (cup, tape, pen) [default tape]")
-    p.add_argument("--policies", default="bc-aux-dagger",
-                   help="comma-separated learned recipes [default bc-aux-dagger]")
-    p.add_argument("--trials", type=int, default=defaults.trials,
-                   help=f"trials per task and recipe, cycled over the rooms (count) "
-                   f"[default {defaults.trials}]")
+    _add_screen_arguments(p, tasks="tape", tasks_help="tape", policies="bc-aux-dagger",
+                          policies_help="bc-aux-dagger", trials=defaults.trials)
     p.add_argument("--variants", default=",".join(defaults.variants),
                    help=f"comma-separated backgrounds, the control first "
                    f"({', '.join(SWAP_VARIANTS)}) [default all]")
@@ -349,6 +337,19 @@ def run_swap(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise BenchError(f"bench demo swap: {error}") from None
     return _run_screen(args, tasks, policies, config, screen_swaps, write_swaps)
+
+
+def _add_screen_arguments(p: argparse.ArgumentParser, *, tasks: str, tasks_help: str,
+                          policies: str | None, policies_help: str, trials: int) -> None:
+    """``--out``, ``--tasks``, ``--policies`` and ``--trials`` of the policy screens."""
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--tasks", default=tasks,
+                   help=f"comma-separated tasks (cup, tape, pen) [default {tasks_help}]")
+    p.add_argument("--policies", default=policies,
+                   help=f"comma-separated learned recipes [default {policies_help}]")
+    p.add_argument("--trials", type=int, default=trials,
+                   help="paired trials per task and recipe, cycled over the rooms (count) "
+                   f"[default {trials}]")
 
 
 def _add_screen_output_arguments(p: argparse.ArgumentParser) -> None:

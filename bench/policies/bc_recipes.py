@@ -121,8 +121,8 @@ def recipe_tasks(name: str) -> tuple[str, ...]:
 #: Cup (trained after Pen) takes Pen's settings; its bc-aux succeeded 60/60 on its own
 #: DAgger rollouts from round 0.
 TASK_RECIPE_FIELDS = {("bc-aux", "pen"): {"first_query_repeat": 8},
-                      ("bc-aux", "cup"): {"first_query_repeat": 8},
-                      ("bc-aux-85", "cup"): {"first_query_repeat": 8}}
+                      ("bc-aux", "cup"): {"first_query_repeat": 8}}
+TASK_RECIPE_FIELDS[("bc-aux-85", "cup")] = TASK_RECIPE_FIELDS[("bc-aux", "cup")]  # bc-aux's
 
 
 def recipe(name: str, task: str, **overrides: Any) -> BCConfig:
