@@ -8,6 +8,10 @@ drawn behind the simulator's meshes (:data:`SWAP_VARIANTS`):
 - ``reconstruction``: the room's clean reconstruction (the control). The ground-truth room's
   lights are added and its geoms hidden, so the robot and the task objects are lit exactly as
   in the other variants.
+- ``opaque-top``: as the control, but the reconstruction's own table-top Gaussians
+  (:func:`table_top_mask`) made fully opaque (opacity 1, so each is clamped at the
+  rasterizer's alpha limit): the same colours with nothing of the floor showing through,
+  which separates the top's opacity from its colour.
 - ``gt-table``: as the control, but the ground-truth table top is drawn as a mesh and the
   reconstruction's table-top Gaussians (:func:`table_top_mask`) are removed; the rest of the
   room stays Gaussian.
@@ -34,13 +38,15 @@ from typing import Any
 
 from bench.demo.reaction import REACTION_CONDITION_OFFSET, SCENES
 
-SWAP_VARIANTS = ("reconstruction", "gt-table", "gt-table-plain", "gt-room")
+SWAP_VARIANTS = ("reconstruction", "opaque-top", "gt-table", "gt-table-plain", "gt-room")
 CONTROL = "reconstruction"
 #: The table-top slab whose Gaussians ``gt-table`` removes: the top's footprint grown by this
 #: margin (m), from this depth below the top surface to this height above it (m).
 TOP_MARGIN = 0.03
 TOP_BELOW = 0.06
 TOP_ABOVE = 0.03
+#: ``opaque-top``'s opacity logit: sigmoid(12) = 1 - 6e-6, above the rasterizer's alpha clamp.
+OPAQUE_LOGIT = 12.0
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,11 @@ def swap_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
         keep = np.flatnonzero(~table_top_mask(bundle.background.means, world))
         bundle = bundle.replace(background=bundle.background.subset(keep), stored=None)
         extra["min_table_gaussians"] = 0  # the table's Gaussians are gone on purpose
+    elif variant == "opaque-top":
+        splats = bundle.background
+        logits = np.where(table_top_mask(splats.means, world), OPAQUE_LOGIT,
+                          splats.opacity_logits).astype(splats.opacity_logits.dtype)
+        bundle = bundle.replace(background=splats.replace(opacity_logits=logits), stored=None)
     return make_study_env(spec, scene=scene, task=task, domain="sim", bundle=bundle, **extra)
 
 
@@ -195,5 +206,6 @@ def write_swaps(out: Path, rows: list[dict[str, Any]], config: SwapConfig, *,
     atomic_write_json(out / "swap_config.json", {
         **asdict(config), "scenes": list(SCENES),
         "table_top_slab_m": {"margin": TOP_MARGIN, "below": TOP_BELOW, "above": TOP_ABOVE},
+        "opaque_top_logit": OPAQUE_LOGIT,
         "command": command})
     return table

@@ -310,9 +310,9 @@ def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Per task and learned recipe, roll out the same held-out starts (8000+, "
         "ten per room) in the study's simulated env under backgrounds that differ only in "
         "what is drawn behind the meshes: the clean reconstruction (control), the same with "
-        "the ground-truth table top instead of its table Gaussians, that top without its "
-        "texture, and the ground-truth room instead of every Gaussian (the room's lights in "
-        "each). Writes "
+        "its table-top Gaussians made opaque, the same with the ground-truth table top "
+        "instead of its table Gaussians, that top without its texture, and the ground-truth "
+        "room instead of every Gaussian (the room's lights in each). Writes "
         "OUT/swap_trials.csv, OUT/swap.{csv,md} (successes, paired gained / lost vs the "
         "control, McNemar) and OUT/swap_config.json. Computes with the reference numerics, "
         "as bench demo does. See docs/demo-build.md.")

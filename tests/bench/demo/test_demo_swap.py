@@ -45,8 +45,8 @@ def test_table_top_mask_follows_the_tables_footprint_and_yaw():
 
 def test_summary_counts_paired_changes_against_the_control():
     pairs = [(0, 1), (0, 1), (0, 1), (1, 1), (0, 0)]
-    rows = [{"task": "tape", "policy": "p", "trial": t, CONTROL: c, "gt-table": g,
-             "gt-table-plain": g, "gt-room": 1} for t, (c, g) in enumerate(pairs)]
+    rows = [{"task": "tape", "policy": "p", "trial": t, CONTROL: c, "opaque-top": c,
+             "gt-table": g, "gt-table-plain": g, "gt-room": 1} for t, (c, g) in enumerate(pairs)]
     table = {r["variant"]: r for r in summarise_swaps(rows, SWAP_VARIANTS)}
     assert table[CONTROL]["successes"] == 1 and table[CONTROL]["mcnemar_p"] == 1.0
     gt = table["gt-table"]
@@ -103,12 +103,19 @@ def test_gt_table_draws_only_the_table_top_and_drops_its_gaussians():
                 kept = base.scene.background
                 assert len(kept.means) == len(full.means) - int(on_top.sum())
                 assert not table_top_mask(kept.means, world).any()
+            if variant == "opaque-top":  # the same Gaussians, only the top's opacity raised
+                kept = base.scene.background
+                assert np.array_equal(kept.means, full.means)
+                assert np.array_equal(kept.sh_dc, full.sh_dc)
+                assert np.array_equal(kept.opacity_logits[~on_top], full.opacity_logits[~on_top])
+                assert (kept.opacities()[on_top] > 0.99).all()
+                assert (full.opacities()[on_top] < 0.99).mean() > 0.5  # it was not opaque before
             # the room's lights are in every variant, so the meshes are lit alike
             assert model.nlight > 1
         finally:
             env.close()
     total = sum(1 for _ in names if _.startswith("gt_"))
-    assert drawn == {"reconstruction": 0, "gt-table": 1, "gt-table-plain": 1, "gt-room": total}
+    assert drawn == {"reconstruction": 0, "opaque-top": 0, "gt-table": 1, "gt-table-plain": 1, "gt-room": total}
     assert textured == {"gt-table": True, "gt-table-plain": False}
 
 
