@@ -265,3 +265,44 @@ def test_real_renderer_differs_from_the_clean_reconstruction():
 
     value = wrist_view_psnr("gt-duo")
     assert 15.0 < value < 35.0
+
+
+def test_on_table_top_is_the_rotated_footprint_at_the_top_surface():
+    from bench.demo.capture import on_table_top
+
+    world = get_world("gt-flat")  # yawed 12 degrees, 1.0 x 0.7 m
+    yaw = math.radians(world.table_yaw_deg)
+    axis_u, axis_v = np.array([math.cos(yaw), math.sin(yaw)]), np.array([-math.sin(yaw),
+                                                                          math.cos(yaw)])
+    # closed form: corners of the footprint just inside / outside, on and off the surface
+    inside = 0.49 * axis_u + 0.34 * axis_v
+    outside = 0.52 * axis_u  # 2 cm past the long edge
+    unrotated = np.array([0.5, 0.36])  # inside the box if the yaw were ignored, outside here
+    points = np.array([[*inside, 0.0], [*inside, 0.0005], [*inside, 0.01], [*inside, -0.01],
+                       [*outside, 0.0], [*unrotated, 0.0]])
+    assert on_table_top(points, world).tolist() == [True, True, False, False, False, False]
+
+
+def test_table_seed_keeps_every_top_voxel_and_leaves_the_room_draw_alone(tmp_path):
+    """``table_seed_voxel`` adds the top's points at its own voxel; off, the seed is the
+    room rule's alone (the shipped captures were made with it off)."""
+    from plyfile import PlyData
+
+    from bench.demo.capture import on_table_top, simulate_capture
+
+    base = dataclasses.replace(TINY.capture, video_frames=6, intervals=3, test_frames=1)
+    world = get_world("gt-duo")
+    seeds = {}
+    for voxel in (0.0, 0.02):
+        out = tmp_path / f"v{voxel}"
+        simulate_capture("gt-duo", out, config=dataclasses.replace(base, table_seed_voxel=voxel))
+        vertex = PlyData.read(str(out / "seed_points.ply"))["vertex"]
+        seeds[voxel] = np.column_stack([vertex["x"], vertex["y"], vertex["z"]])
+    # positional noise is 1 cm: a point is "on the top" within 4 std of the surface
+    near = {v: int(on_table_top(p, world, tol=0.04).sum()) for v, p in seeds.items()}
+    assert len(seeds[0.0]) == base.seed_points  # the room rule draws exactly seed_points
+    added = len(seeds[0.02]) - base.seed_points  # ... and the top's voxels come on top
+    assert added >= 50  # the tiny walk's 32 px views see part of the 1.2 x 0.8 m top
+    assert near[0.02] - near[0.0] > 0.5 * added  # and they lie on the top
+    with pytest.raises(BenchError, match="table_seed_voxel"):
+        dataclasses.replace(base, table_seed_voxel=-0.01).validate()
