@@ -304,5 +304,8 @@ def test_table_seed_keeps_every_top_voxel_and_leaves_the_room_draw_alone(tmp_pat
     added = len(seeds[0.02]) - base.seed_points  # ... and the top's voxels come on top
     assert added >= 50  # the tiny walk's 32 px views see part of the 1.2 x 0.8 m top
     assert near[0.02] - near[0.0] > 0.5 * added  # and they lie on the top
+    # off, the config's JSON (the build's cache key, the shipped manifests) is what it was
+    assert "table_seed_voxel" not in base.to_json()
+    assert dataclasses.replace(base, table_seed_voxel=0.02).to_json()["table_seed_voxel"] == 0.02
     with pytest.raises(BenchError, match="table_seed_voxel"):
         dataclasses.replace(base, table_seed_voxel=-0.01).validate()

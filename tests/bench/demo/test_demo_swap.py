@@ -115,7 +115,8 @@ def test_gt_table_draws_only_the_table_top_and_drops_its_gaussians():
         finally:
             env.close()
     total = sum(1 for _ in names if _.startswith("gt_"))
-    assert drawn == {"reconstruction": 0, "opaque-top": 0, "gt-table": 1, "gt-table-plain": 1, "gt-room": total}
+    assert drawn == {"reconstruction": 0, "opaque-top": 0, "gt-table": 1, "gt-table-plain": 1,
+                     "gt-room": total}
     assert textured == {"gt-table": True, "gt-table-plain": False}
 
 
