@@ -31,7 +31,6 @@ table is read.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -80,10 +79,10 @@ def table_top_mask(means: Any, world: Any) -> Any:  # [N, 3] float -> bool [N]
     """Gaussians whose centre lies in the ground-truth table top's slab (world frame)."""
     import numpy as np
 
-    yaw = math.radians(world.table_yaw_deg)
-    c, s = math.cos(yaw), math.sin(yaw)
-    x, y, z = means[:, 0], means[:, 1], means[:, 2]
-    u, v = c * x + s * y, -s * x + c * y  # in the table's frame (top surface at z = 0)
+    from bench.demo.capture import table_frame_uv
+
+    u, v = table_frame_uv(means, world)  # in the table's frame (top surface at z = 0)
+    z = means[:, 2]
     half_x, half_y = world.table_size[0] / 2, world.table_size[1] / 2
     return ((np.abs(u) < half_x + TOP_MARGIN) & (np.abs(v) < half_y + TOP_MARGIN)
             & (z > -TOP_BELOW) & (z < TOP_ABOVE))

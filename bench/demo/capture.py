@@ -393,12 +393,16 @@ def dense_seed(renderer: Any, manifest: Any, world: Any, config: CaptureConfig,
     return noisy.astype(np.float32), np.ascontiguousarray(cols[keep], dtype=np.uint8)
 
 
-def on_table_top(points: np.ndarray, world: Any, *, tol: float = 1e-3) -> np.ndarray:
-    """Points [N, 3] (world frame) on the table's top surface (within ``tol`` m): [N] bool."""
+def table_frame_uv(points: np.ndarray, world: Any) -> tuple[np.ndarray, np.ndarray]:
+    """World points [N, >=2] along the table's axes, [N] and [N] (centre at the origin)."""
     yaw = math.radians(world.table_yaw_deg)
     c, s = math.cos(yaw), math.sin(yaw)
-    u = c * points[:, 0] + s * points[:, 1]  # the table frame: centre at the origin, top z = 0
-    v = -s * points[:, 0] + c * points[:, 1]
+    return c * points[:, 0] + s * points[:, 1], -s * points[:, 0] + c * points[:, 1]
+
+
+def on_table_top(points: np.ndarray, world: Any, *, tol: float = 1e-3) -> np.ndarray:
+    """Points [N, 3] (world frame) on the table's top surface (within ``tol`` m): [N] bool."""
+    u, v = table_frame_uv(points, world)  # the top surface is at z = 0
     half_x, half_y = world.table_size[0] / 2, world.table_size[1] / 2
     return (np.abs(u) <= half_x + tol) & (np.abs(v) <= half_y + tol) & (np.abs(points[:, 2]) < tol)
 
