@@ -39,6 +39,8 @@ from bench.demo.reaction import REACTION_CONDITION_OFFSET, SCENES
 
 SWAP_VARIANTS = ("reconstruction", "opaque-top", "gt-table", "gt-table-plain", "gt-room")
 CONTROL = "reconstruction"
+#: The variants that draw the true table top in place of the reconstruction's.
+TRUE_TOP_VARIANTS = ("gt-table", "gt-table-plain")
 #: The table-top slab whose Gaussians ``gt-table`` removes: the top's footprint grown by this
 #: margin (m), from this depth below the top surface to this height above it (m).
 TOP_MARGIN = 0.03
@@ -103,7 +105,7 @@ def swap_decorator(world: Any, variant: str):
     """``World(decorate=...)``: the ground-truth room's lights, and what ``variant`` draws of it."""
     from bench.worlds.rooms import add_room
 
-    table = variant in ("gt-table", "gt-table-plain")
+    table = variant in TRUE_TOP_VARIANTS
 
     def decorate(spec: Any) -> None:
         add_room(spec, world)  # every room geom is named with the "gt_" prefix
@@ -140,7 +142,7 @@ def swap_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
     extra: dict[str, Any] = {"world_decorator": swap_decorator(world, variant)}
     if variant == "gt-room":
         extra["background"] = "none"
-    elif variant in ("gt-table", "gt-table-plain"):
+    elif variant in TRUE_TOP_VARIANTS:
         keep = np.flatnonzero(~table_top_mask(bundle.background.means, world))
         bundle = bundle.replace(background=bundle.background.subset(keep), stored=None)
         extra["min_table_gaussians"] = 0  # the table's Gaussians are gone on purpose

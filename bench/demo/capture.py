@@ -378,19 +378,22 @@ def dense_seed(renderer: Any, manifest: Any, world: Any, config: CaptureConfig,
     pts, cols = pts[order], cols[order]
     top = (on_table_top(pts, world) if config.table_seed_voxel > 0
            else np.zeros(len(pts), bool))
-    room = np.flatnonzero(~top)
-    _, first = np.unique(np.floor(pts[room] / config.seed_voxel).astype(np.int64), axis=0,
-                         return_index=True)
-    first = room[np.sort(first)]  # one point per voxel, the earliest of the seeded order
+    first = _first_per_voxel(pts, np.flatnonzero(~top), config.seed_voxel)
     keep = first[np.sort(rng.choice(len(first), size=min(config.seed_points, len(first)),
                                     replace=False))]
     if top.any():  # the top keeps one point per (finer) voxel, none drawn away
-        on_top = np.flatnonzero(top)
-        _, first = np.unique(np.floor(pts[on_top] / config.table_seed_voxel).astype(np.int64),
-                             axis=0, return_index=True)
-        keep = np.concatenate([keep, on_top[np.sort(first)]])
+        keep = np.concatenate([keep, _first_per_voxel(pts, np.flatnonzero(top),
+                                                      config.table_seed_voxel)])
     noisy = pts[keep] + rng.normal(0.0, config.seed_noise, size=(len(keep), 3))
     return noisy.astype(np.float32), np.ascontiguousarray(cols[keep], dtype=np.uint8)
+
+
+def _first_per_voxel(points: np.ndarray, index: np.ndarray,  # [N, 3], [M] rows of points
+                    voxel: float) -> np.ndarray:  # -> [K] rows, ascending
+    """Of ``points[index]``, the first row (in ``index`` order) in each voxel of side ``voxel``."""
+    _, first = np.unique(np.floor(points[index] / voxel).astype(np.int64), axis=0,
+                         return_index=True)
+    return index[np.sort(first)]
 
 
 def table_frame_uv(points: np.ndarray, world: Any) -> tuple[np.ndarray, np.ndarray]:
