@@ -277,11 +277,24 @@ class MujocoPinhole:
         return backend
 
     def close(self) -> None:
-        """Free the OpenGL context and the MuJoCo render buffers."""
-        if self._gl is not None:
+        """Free the MuJoCo render buffers and the OpenGL context.
+
+        The buffers are freed in this renderer's own context: ``MjrContext.free`` deletes GL
+        objects by id in whichever context is current, so freeing them while another
+        renderer's context is current deleted that renderer's buffers and silently corrupted
+        its later draws (several envs live in one process: paired screens, vector envs).
+        """
+        if getattr(self, "_gl", None) is not None:
+            self._gl.make_current()
             self._context.free()
             self._gl.free()
             self._gl = None
+
+    def __del__(self) -> None:  # an env dropped without close(): the same, never the GC's order
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown may have torn down GL already
+            pass
 
 
 def mesh_layers(mesh: RenderOutput) -> tuple[np.ndarray, np.ndarray]:
