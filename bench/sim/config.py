@@ -101,6 +101,11 @@ class EnvConfig:
         controller_kd: Custom damping, s^-1 (reference acceleration per m/s).
         shadows: Cast shadows in the MuJoCo layer (robot and objects; the reconstructed
             table is Gaussian, so it receives none). Off by default (~20x cost in software GL).
+        mesh_msaa: Multisample the MuJoCo layer that is composited over Gaussians. Off by
+            default: MSAA resolves a silhouette pixel to a mix of the mesh and the black
+            clear colour at full alpha, a dark fringe around every object
+            (:class:`bench.sim.observation.MujocoPinhole`). On reproduces the renders made
+            before 2026-12-06. A mesh-only env (``background="none"``) always multisamples.
     """
 
     task: str = field(default="cup", metadata={
@@ -153,6 +158,9 @@ class EnvConfig:
     controller_kp: float | None = None
     controller_kd: float | None = None
     shadows: bool = field(default=False, metadata={"help": "MuJoCo-layer shadows on"})
+    mesh_msaa: bool = field(default=False, metadata={
+        "help": "draw the MuJoCo layer under Gaussians with MSAA (dark silhouette fringes at "
+        "full alpha; the renders before 2026-12-06)"})
 
     def __post_init__(self) -> None:
         checks = (

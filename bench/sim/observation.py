@@ -103,9 +103,16 @@ class MujocoPinhole:
     Args:
         model: The compiled model (must contain the ``render_cam`` camera).
         max_size: Largest (height, width) that will be rendered.
+        multisample: Draw with the model's MSAA (``vis.quality.offsamples``). False for a
+            mesh layer composited over Gaussians: with MSAA the GL resolves a silhouette
+            pixel to a mix of the mesh and the empty (black) clear colour while the depth
+            test marks it covered, so every edge carried a dark fringe at full alpha. Without
+            it each pixel is covered or not, exactly, and the fisheye remap's bilinear taps
+            make the partial coverage that :func:`mesh_layers` reads.
     """
 
-    def __init__(self, model: mujoco.MjModel, max_size: tuple[int, int]) -> None:
+    def __init__(self, model: mujoco.MjModel, max_size: tuple[int, int], *,
+                 multisample: bool = True) -> None:
         self.model = model
         h, w = max_size
         if h > model.vis.global_.offheight or w > model.vis.global_.offwidth:
@@ -114,7 +121,13 @@ class MujocoPinhole:
                 f"{model.vis.global_.offwidth}x{model.vis.global_.offheight}"
             )
         self._gl = _gl_context(w, h)
-        self._context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
+        samples = model.vis.quality.offsamples  # read by MjrContext at creation only
+        if not multisample:
+            model.vis.quality.offsamples = 0
+        try:
+            self._context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
+        finally:
+            model.vis.quality.offsamples = samples
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)
         self._scene = mujoco.MjvScene(model, maxgeom=2000)
         self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
@@ -362,9 +375,11 @@ class ObservationRenderer:
                 world.model.vis.quality.shadowsize = 2048
             if not world.model.light_castshadow.any():
                 world.model.light_castshadow[:] = 1
-        self.mujoco = MujocoPinhole(world.model, (max(side, eh, pin_h), max(side, ew, pin_w)))
-        self.mujoco._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = int(config.shadows)
         self.use_gaussians = config.background == "gaussian"
+        # a layer under Gaussians must hold its coverage in alpha, not in a black-mixed colour
+        self.mujoco = MujocoPinhole(world.model, (max(side, eh, pin_h), max(side, ew, pin_w)),
+                                    multisample=config.mesh_msaa or not self.use_gaussians)
+        self.mujoco._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = int(config.shadows)
         self.timings: dict[str, float] = defaultdict(float)
 
     def wrist_camera(self) -> Camera:

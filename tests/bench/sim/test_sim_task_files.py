@@ -67,8 +67,9 @@ def test_shipped_task_files_bit_identical_to_main(small_scene, golden, task, ref
             assert got["rows"] == want["rows"], (task, name, condition)
             assert (got["success"], got["frame"]) == (want["success"], want["frame"])
     env.close()
+    # main drew the mesh layer with MSAA (EnvConfig.mesh_msaa, off by default since 2026-12-06)
     env = bench.sim.make_env(str(source), small_scene, obs_mode="rgb", image_size=(48, 48),
-                             max_frames=24)
+                             max_frames=24, mesh_msaa=True)
     got = rec.rollout(env, make_policy("expert", env, seed=0), 3, images=True)
     env.close()
     assert got["images"] == golden[f"{task}/expert/rgb"]["images"]
