@@ -23,14 +23,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     _add_profile_arguments(p)
     p.set_defaults(func=run)
     commands = p.add_subparsers(dest="demo_command",
-                                metavar="{build,train-policies,reaction,swap}",
+                                metavar="{build,train-policies,reaction,swap,probe}",
                                 help="further demo commands (`bench demo build -h`, "
                                 "`bench demo train-policies -h`, `bench demo reaction -h`, "
-                                "`bench demo swap -h`)")
+                                "`bench demo swap -h`, `bench demo probe -h`)")
     add_build_parser(commands)
     add_train_policies_parser(commands)
     add_reaction_parser(commands)
     add_swap_parser(commands)
+    add_probe_parser(commands)
 
 
 def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
@@ -337,6 +338,50 @@ def run_swap(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise BenchError(f"bench demo swap: {error}") from None
     return _run_screen(args, tasks, policies, config, screen_swaps, write_swaps)
+
+
+def add_probe_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench demo probe`` (issue 33 item 5: where the first view places the object)."""
+    from bench.demo.probe import PROBE_VARIANTS, ProbeConfig  # stdlib only at import
+
+    defaults = ProbeConfig()
+    p = subparsers.add_parser(
+        "probe", help="where a learned policy's object-pose head places the object from its "
+        "first view, in the real world and the simulators, on held-out starts (no rollout)",
+        description="Per task and bc-aux recipe, reset the same held-out starts (8000+, ten "
+        "per room) in each --variants world (real: the ground-truth world; study: the "
+        "study's simulated env; or a bench demo swap background) and compare the policy's "
+        "training-time object-pose head, read from the first view, with the object's true "
+        "position. Writes OUT/probe_trials.csv, OUT/probe.{csv,md} (median and mean error in "
+        "cm, and the mean predictor's) and OUT/probe_config.json. Computes with the reference "
+        "numerics, as bench demo does. See docs/demo-build.md.")
+    _add_screen_arguments(p, tasks="cup,tape,pen", tasks_help="all three",
+                          policies="bc-aux-dagger", policies_help="bc-aux-dagger",
+                          trials=defaults.trials)
+    p.add_argument("--variants", default=",".join(defaults.variants),
+                   help=f"comma-separated first views ({', '.join(PROBE_VARIANTS)}) "
+                   f"[default {','.join(defaults.variants)}]")
+    _add_screen_output_arguments(p)
+    p.set_defaults(func=run_probe)
+
+
+def run_probe(args: argparse.Namespace) -> int:
+    """Run ``bench demo probe`` from parsed args; returns 0."""
+    from bench.demo.probe import ProbeConfig, load_probed_network, screen_probe, write_probe
+    from bench.errors import BenchError
+    from bench.policies.bc_recipes import recipe_tasks
+
+    tasks, policies = _tasks_and_recipes(args)
+    try:
+        config = ProbeConfig(trials=args.trials, variants=tuple(
+            v.strip() for v in args.variants.split(",") if v.strip()))
+    except ValueError as error:
+        raise BenchError(f"bench demo probe: {error}") from None
+    for task in tasks:  # refuse a recipe without the pose head before anything is written
+        for name in policies:
+            if task in recipe_tasks(name):
+                load_probed_network(task, name)
+    return _run_screen(args, tasks, policies, config, screen_probe, write_probe)
 
 
 def _add_screen_arguments(p: argparse.ArgumentParser, *, tasks: str, tasks_help: str,
