@@ -190,21 +190,16 @@ def summarise_swaps(rows: list[dict[str, Any]], variants: tuple[str, ...]
 def write_swaps(out: Path, rows: list[dict[str, Any]], config: SwapConfig, *,
                 command: str = "") -> list[dict[str, Any]]:
     """``swap_trials.csv``, ``swap.{csv,md}`` and ``swap_config.json`` in ``out``."""
-    from bench.demo.evaluation import write_rows_csv
-    from bench.provenance import atomic_write_bytes, atomic_write_json
+    from bench.demo.evaluation import write_screen
 
-    out.mkdir(parents=True, exist_ok=True)
     table = summarise_swaps(rows, config.variants)
-    write_rows_csv(out / "swap_trials.csv", rows)
-    write_rows_csv(out / "swap.csv", table)
     lines = [f"| task | policy | background | successes | gained / lost vs {CONTROL} | "
              "McNemar p |", "|---|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| {r['task']} | {r['policy']} | {r['variant']} | "
                      f"{r['successes']}/{r['trials']} | {r['gained']} / {r['lost']} | "
                      f"{r['mcnemar_p']:.2g} |")
-    atomic_write_bytes(out / "swap.md", ("\n".join(lines) + "\n").encode())
-    atomic_write_json(out / "swap_config.json", {
+    write_screen(out, "swap", rows, table, lines, {
         **asdict(config), "scenes": list(SCENES),
         "table_top_slab_m": {"margin": TOP_MARGIN, "below": TOP_BELOW, "above": TOP_ABOVE},
         "opaque_top_logit": OPAQUE_LOGIT,

@@ -319,9 +319,8 @@ def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
         "as bench demo does. See docs/demo-build.md.")
     _add_screen_arguments(p, tasks="tape", tasks_help="tape", policies="bc-aux-dagger",
                           policies_help="bc-aux-dagger", trials=defaults.trials)
-    p.add_argument("--variants", default=",".join(defaults.variants),
-                   help=f"comma-separated backgrounds, the control first "
-                   f"({', '.join(SWAP_VARIANTS)}) [default all]")
+    _add_variants_argument(p, defaults.variants, what="backgrounds, the control first",
+                           choices=SWAP_VARIANTS, default_help="all")
     _add_screen_output_arguments(p)
     p.set_defaults(func=run_swap)
 
@@ -329,15 +328,28 @@ def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
 def run_swap(args: argparse.Namespace) -> int:
     """Run ``bench demo swap`` from parsed args; returns 0."""
     from bench.demo.background_swap import SwapConfig, screen_swaps, write_swaps
-    from bench.errors import BenchError
 
     tasks, policies = _tasks_and_recipes(args)
-    try:
-        config = SwapConfig(trials=args.trials, variants=tuple(
-            v.strip() for v in args.variants.split(",") if v.strip()))
-    except ValueError as error:
-        raise BenchError(f"bench demo swap: {error}") from None
+    config = _variant_config(SwapConfig, args, "swap")
     return _run_screen(args, tasks, policies, config, screen_swaps, write_swaps)
+
+
+def _add_variants_argument(p: argparse.ArgumentParser, variants: tuple[str, ...], *, what: str,
+                           choices: tuple[str, ...], default_help: str) -> None:
+    """``--variants`` of the variant screens (swap, probe)."""
+    p.add_argument("--variants", default=",".join(variants),
+                   help=f"comma-separated {what} ({', '.join(choices)}) [default {default_help}]")
+
+
+def _variant_config(cls: Any, args: argparse.Namespace, command: str) -> Any:
+    """A variant screen's config from ``--trials`` and ``--variants``, checked in one line."""
+    from bench.errors import BenchError
+
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    try:
+        return cls(trials=args.trials, variants=variants)
+    except ValueError as error:
+        raise BenchError(f"bench demo {command}: {error}") from None
 
 
 def add_probe_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -358,9 +370,8 @@ def add_probe_parser(subparsers: argparse._SubParsersAction) -> None:
     _add_screen_arguments(p, tasks="cup,tape,pen", tasks_help="all three",
                           policies="bc-aux-dagger", policies_help="bc-aux-dagger",
                           trials=defaults.trials)
-    p.add_argument("--variants", default=",".join(defaults.variants),
-                   help=f"comma-separated first views ({', '.join(PROBE_VARIANTS)}) "
-                   f"[default {','.join(defaults.variants)}]")
+    _add_variants_argument(p, defaults.variants, what="first views", choices=PROBE_VARIANTS,
+                           default_help=",".join(defaults.variants))
     _add_screen_output_arguments(p)
     p.set_defaults(func=run_probe)
 
@@ -368,15 +379,10 @@ def add_probe_parser(subparsers: argparse._SubParsersAction) -> None:
 def run_probe(args: argparse.Namespace) -> int:
     """Run ``bench demo probe`` from parsed args; returns 0."""
     from bench.demo.probe import ProbeConfig, load_probed_network, screen_probe, write_probe
-    from bench.errors import BenchError
     from bench.policies.bc_recipes import recipe_tasks
 
     tasks, policies = _tasks_and_recipes(args)
-    try:
-        config = ProbeConfig(trials=args.trials, variants=tuple(
-            v.strip() for v in args.variants.split(",") if v.strip()))
-    except ValueError as error:
-        raise BenchError(f"bench demo probe: {error}") from None
+    config = _variant_config(ProbeConfig, args, "probe")
     for task in tasks:  # refuse a recipe without the pose head before anything is written
         for name in policies:
             if task in recipe_tasks(name):

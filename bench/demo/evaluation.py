@@ -90,6 +90,25 @@ def pair_tests(rates: list[dict[str, Any]], pairs: dict[str, tuple[str, str]]
     return out
 
 
+def write_screen(out: Any, stem: str, rows: list[dict[str, Any]], table: list[dict[str, Any]],
+                 markdown: list[str], config: dict[str, Any]) -> None:
+    """Write a policy screen's four outputs in ``out``.
+
+    ``{stem}_trials.csv`` (``rows``), ``{stem}.csv`` (``table``), ``{stem}.md`` (the
+    ``markdown`` lines) and ``{stem}_config.json`` (``config``).
+    """
+    from pathlib import Path
+
+    from bench.provenance import atomic_write_bytes, atomic_write_json
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_rows_csv(out / f"{stem}_trials.csv", rows)
+    write_rows_csv(out / f"{stem}.csv", table)
+    atomic_write_bytes(out / f"{stem}.md", ("\n".join(markdown) + "\n").encode())
+    atomic_write_json(out / f"{stem}_config.json", config)
+
+
 def write_rows_csv(path: Any, table: list[dict[str, Any]]) -> None:
     """``table`` (dicts with the same keys) as CSV at ``path``, written atomically."""
     import csv

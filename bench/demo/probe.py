@@ -174,19 +174,14 @@ def summarise_probe(rows: list[dict[str, Any]], variants: tuple[str, ...]
 def write_probe(out: Path, rows: list[dict[str, Any]], config: ProbeConfig, *,
                 command: str = "") -> list[dict[str, Any]]:
     """``probe_trials.csv``, ``probe.{csv,md}`` and ``probe_config.json`` in ``out``."""
-    from bench.demo.evaluation import write_rows_csv
-    from bench.provenance import atomic_write_bytes, atomic_write_json
+    from bench.demo.evaluation import write_screen
 
-    out.mkdir(parents=True, exist_ok=True)
     table = summarise_probe(rows, config.variants)
-    write_rows_csv(out / "probe_trials.csv", rows)
-    write_rows_csv(out / "probe.csv", table)
     lines = ["| task | policy | first view | starts | median error (cm) | mean error (cm) |",
              "|---|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| {r['task']} | {r['policy']} | {r['variant']} | {r['starts']} | "
                      f"{r['median_cm']:.2f} | {r['mean_cm']:.2f} |")
-    atomic_write_bytes(out / "probe.md", ("\n".join(lines) + "\n").encode())
-    atomic_write_json(out / "probe_config.json", {**asdict(config), "scenes": list(SCENES),
-                                                  "command": command})
+    write_screen(out, "probe", rows, table, lines, {**asdict(config), "scenes": list(SCENES),
+                                                    "command": command})
     return table

@@ -154,13 +154,9 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def write_reaction(out: Path, rows: list[dict[str, Any]], config: ReactionConfig, *,
                    command: str = "") -> list[dict]:
     """``reaction_trials.csv``, ``reaction.{csv,md}`` and ``reaction_config.json`` in ``out``."""
-    from bench.demo.evaluation import write_rows_csv
-    from bench.provenance import atomic_write_bytes, atomic_write_json
+    from bench.demo.evaluation import write_screen
 
-    out.mkdir(parents=True, exist_ok=True)
     table = summarise(rows)
-    write_rows_csv(out / "reaction_trials.csv", rows)
-    write_rows_csv(out / "reaction.csv", table)
     preset = config.preset
     lines = [f"| task | policy | real | sim clean | sim {preset} | worse / better | McNemar p | "
              f"reacts (>= {MIN_CHANGED} changed) |", "|---|---|---|---|---|---|---|---|"]
@@ -169,8 +165,7 @@ def write_reaction(out: Path, rows: list[dict[str, Any]], config: ReactionConfig
         lines.append(f"| {r['task']} | {r['policy']} | {r['real']}/{n} | {r['sim_clean']}/{n} | "
                      f"{r['sim_preset']}/{n} | {r['worse']} / {r['better']} | "
                      f"{r['mcnemar_p']:.2g} | {'yes' if r['reacts'] else 'no'} |")
-    atomic_write_bytes(out / "reaction.md", ("\n".join(lines) + "\n").encode())
-    atomic_write_json(out / "reaction_config.json", {
+    write_screen(out, "reaction", rows, table, lines, {
         **asdict(config), "scenes": list(SCENES), "min_changed": MIN_CHANGED,
         "real_gap_pp": list(REAL_GAP_PP),
         "command": command})
