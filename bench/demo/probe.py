@@ -83,16 +83,13 @@ def probe_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
 def load_probed_network(task: str, policy: str) -> tuple[Any, Any]:
     """The shipped network of ``policy`` on ``task``; a BenchError if it has no pose head."""
     from bench.errors import BenchError
-    from bench.policies.bc_network import load_network
-    from bench.policies.learned import LEARNED_POLICIES, policy_dir
+    from bench.policies.learned import LEARNED_POLICIES, LearnedPolicy
 
     if policy not in LEARNED_POLICIES:
         raise BenchError(f"--policies: {policy!r} is not a learned recipe; choose from "
                          f"{', '.join(LEARNED_POLICIES)}")
-    directory = policy_dir(policy, task)
-    if not (directory / "model.safetensors").is_file():
-        raise BenchError(f"policy {policy!r} has no weights for task {task!r} in {directory}")
-    net, config = load_network(directory)
+    learned = LearnedPolicy(task, name=policy)  # a task name stands for the env; its weights
+    net, config = learned.net, learned.config  # check and loading are the policy's own
     if config.aux_weight <= 0:
         raise BenchError(f"policy {policy!r} was trained without the object-pose head "
                          "(aux_weight 0), so it cannot be probed; pick a bc-aux recipe")
@@ -143,8 +140,9 @@ def screen_probe(task: str, policy: str, config: ProbeConfig = ProbeConfig(), *,
                     envs[key] = probe_env(spec, scene=scene, task=task, variant=variant)
                 env = envs[key]
                 obs, info = env.reset(seed=start)
-                xy = object_pose_in_tcp(info, env.unwrapped.task.actor.name)[:2]
-                truth = np.asarray(xy, dtype=np.float64) if truth is None else truth
+                if truth is None:  # the same start puts the object in the same place everywhere
+                    truth = np.asarray(object_pose_in_tcp(
+                        info, env.unwrapped.task.actor.name)[:2], dtype=np.float64)
                 row[variant] = round(100.0 * float(np.linalg.norm(
                     head_xy(net, net_config, obs) - truth)), 3)
             row[MEAN_PREDICTOR] = round(100.0 * float(np.linalg.norm(mean_xy - truth)), 3)
