@@ -20,6 +20,10 @@ drawn behind the simulator's meshes (:data:`SWAP_VARIANTS`):
   separates the top's texture from its colour and opacity.
 - ``gt-room``: the whole ground-truth room drawn as meshes, no Gaussians (what the real
   trials see, without their sensor model).
+- ``fitted-lights``: the reconstruction as in the study, its meshes lit by the lights
+  fitted to real wrist images of training states (:mod:`bench.demo.mesh_lights`, the
+  shipped fit) instead of the room's true lights: what a pipeline that cannot know the
+  room's lights can estimate of them.
 
 ``bench demo swap --out DIR --tasks tape --policies bc-aux-dagger``
 (:func:`bench.demo.cli.run_swap`: the reference numerics of ``bench demo``) writes
@@ -37,7 +41,8 @@ from typing import Any
 
 from bench.demo.reaction import REACTION_CONDITION_OFFSET, SCENES
 
-SWAP_VARIANTS = ("reconstruction", "opaque-top", "gt-table", "gt-table-plain", "gt-room")
+SWAP_VARIANTS = ("reconstruction", "opaque-top", "gt-table", "gt-table-plain", "gt-room",
+                 "fitted-lights")
 CONTROL = "reconstruction"
 #: The variants that draw the true table top in place of the reconstruction's.
 TRUE_TOP_VARIANTS = ("gt-table", "gt-table-plain")
@@ -140,7 +145,11 @@ def swap_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
     world = get_world(world_domain(spec).worlds[scene])
     bundle = load_scene(spec.scenes[scene])
     extra: dict[str, Any] = {"world_decorator": swap_decorator(world, variant)}
-    if variant == "gt-room":
+    if variant == "fitted-lights":
+        from bench.demo.mesh_lights import load_mesh_lights
+
+        extra["world_decorator"] = load_mesh_lights()[scene].apply
+    elif variant == "gt-room":
         extra["background"] = "none"
     elif variant in TRUE_TOP_VARIANTS:
         keep = np.flatnonzero(~table_top_mask(bundle.background.means, world))

@@ -26,7 +26,7 @@ from bench.demo.build import (
 
 def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup",
                     starts: tuple[int, ...] = (7000, 7001, 7002),
-                    root: Path | None = None) -> float:
+                    root: Path | None = None, lights: Any = "study") -> float:
     """Mean PSNR (dB) of the "real" wrist views against the reconstruction's, same states.
 
     Both envs are the ones the demo study itself builds
@@ -37,7 +37,10 @@ def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup",
     objects), each reset to every start of ``starts`` (held out: the time limits' block, no
     study start); both fisheyes are compared inside their image circle. (Until 2026-12-05
     this used the ground-truth renderer's defaults, shadows on, which the study never
-    renders: 18.0-19.8 dB instead of the study's 16.4-20.3 dB.)
+    renders: 18.0-19.8 dB instead of the study's 16.4-20.3 dB.) ``lights``: how the
+    simulator's meshes are lit: ``"study"`` (the study's: the shipped fitted lights),
+    ``"default"`` (the task world's own headlight and sun) or a
+    :class:`bench.sim.lighting.MeshLights` (:mod:`bench.demo.mesh_lights`).
     """
     import numpy as np
 
@@ -49,8 +52,13 @@ def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup",
     spec = DemoConfig(out=Path("."), tasks=(task,)).study_spec()
     scene = {w: s for s, w in spec.real_world["worlds"].items()}[world]
     real = make_study_env(spec, scene=scene, task=task, domain="real", bundle=None)
+    extra = {}
+    if lights == "default":  # a caller's decorator replaces the spec's lights: a no-op one
+        extra["world_decorator"] = _keep_world_lights
+    elif lights != "study":
+        extra["world_decorator"] = lights.apply
     sim = make_study_env(spec, scene=scene, task=task, domain="sim",
-                         bundle=load_scene(shipped_bundle(world, condition, root=root)))
+                         bundle=load_scene(shipped_bundle(world, condition, root=root)), **extra)
     values = []
     try:
         for start in starts:
@@ -65,6 +73,10 @@ def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup",
         real.close()
         sim.close()
     return float(np.mean(values))
+
+
+def _keep_world_lights(spec: Any) -> None:
+    """A ``world_decorator`` that changes nothing: the task world keeps its own lights."""
 
 
 REPORT_PRESETS = ("hole-54",)  # artifact presets scored beside the coverage conditions

@@ -23,15 +23,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     _add_profile_arguments(p)
     p.set_defaults(func=run)
     commands = p.add_subparsers(dest="demo_command",
-                                metavar="{build,train-policies,reaction,swap,probe}",
+                                metavar="{build,train-policies,reaction,swap,probe,lights}",
                                 help="further demo commands (`bench demo build -h`, "
                                 "`bench demo train-policies -h`, `bench demo reaction -h`, "
-                                "`bench demo swap -h`, `bench demo probe -h`)")
+                                "`bench demo swap -h`, `bench demo probe -h`, "
+                                "`bench demo lights -h`)")
     add_build_parser(commands)
     add_train_policies_parser(commands)
     add_reaction_parser(commands)
     add_swap_parser(commands)
     add_probe_parser(commands)
+    add_lights_parser(commands)
 
 
 def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
@@ -313,7 +315,8 @@ def add_swap_parser(subparsers: argparse._SubParsersAction) -> None:
         "what is drawn behind the meshes: the clean reconstruction (control), the same with "
         "its table-top Gaussians made opaque, the same with the ground-truth table top "
         "instead of its table Gaussians, that top without its texture, and the ground-truth "
-        "room instead of every Gaussian (the room's lights in each). Writes "
+        "room instead of every Gaussian (the room's lights in each); and the reconstruction "
+        "with the meshes under the lights fitted by bench demo lights instead. Writes "
         "OUT/swap_trials.csv, OUT/swap.{csv,md} (successes, paired gained / lost vs the "
         "control, McNemar) and OUT/swap_config.json. Computes with the reference numerics, "
         "as bench demo does. See docs/demo-build.md.")
@@ -388,6 +391,60 @@ def run_probe(args: argparse.Namespace) -> int:
             if task in recipe_tasks(name):
                 load_probed_network(task, name)
     return _run_screen(args, tasks, policies, config, screen_probe, write_probe)
+
+
+def add_lights_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``bench demo lights`` (issue 33 item 5: the meshes lit as in the room)."""
+    from bench.demo.mesh_lights import LightsConfig  # stdlib only at import
+
+    defaults = LightsConfig()
+    p = subparsers.add_parser(
+        "lights", help="fit the simulator's mesh lights per room to real wrist images of "
+        "training states, and report how well the meshes and the wrist views then match",
+        description="Per room, pair the real wrist images of scripted-expert episodes from "
+        "the demonstrations' starts (5000+) with renders of the simulator's meshes under each "
+        "light term at the same states, and fit the terms' weights per colour channel by "
+        "non-negative least squares over the pixels the meshes cover. Writes "
+        "OUT/mesh_lights.json (the fit, with its manifest), OUT/lights.{csv,md} (mesh-pixel "
+        "PSNR under the task world's default, the fitted and the room's true lights) and "
+        "OUT/wrist.{csv,md} (wrist-view PSNR, default against fitted lights). The demo's "
+        "study lights its simulated meshes with the shipped fit "
+        "(bench/demo/assets/mesh_lights.json). Computes with the reference numerics, as "
+        "bench demo does. See docs/demo-build.md.")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--episodes", type=int, default=defaults.episodes,
+                   help=f"expert episodes per room and task (count) [default {defaults.episodes}]")
+    p.add_argument("--no-wrist", action="store_true",
+                   help="skip the wrist-view PSNR tables (the fit alone)")
+    _add_screen_output_arguments(p)
+    p.set_defaults(func=run_lights)
+
+
+def run_lights(args: argparse.Namespace) -> int:
+    """Run ``bench demo lights`` from parsed args; returns 0."""
+    import sys
+    from pathlib import Path
+
+    from bench.demo.mesh_lights import LightsConfig, fit_rooms, wrist_rows, write_lights
+    from bench.errors import BenchError
+    from bench.numerics import require_reference_numerics
+    from bench.safety import MARKER, marker_json, preflight_output_dir
+
+    try:
+        config = LightsConfig(episodes=args.episodes)
+    except ValueError as error:
+        raise BenchError(f"bench demo lights: {error}") from None
+    preflight_output_dir(args.out, overwrite=args.overwrite)
+    require_reference_numerics(allow_native=args.allow_native_numerics)
+    fits, rows = fit_rooms(config)
+    wrist = [] if args.no_wrist else wrist_rows(fits, config)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_bytes(marker_json())
+    for row in write_lights(out, fits, rows, wrist, config,
+                            command="bench " + " ".join(sys.argv[1:])):
+        print(row)
+    return 0
 
 
 def _add_screen_arguments(p: argparse.ArgumentParser, *, tasks: str, tasks_help: str,

@@ -99,14 +99,23 @@ def write_screen(out: Any, stem: str, rows: list[dict[str, Any]], table: list[di
     """
     from pathlib import Path
 
-    from bench.provenance import atomic_write_bytes, atomic_write_json
+    from bench.provenance import atomic_write_json
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_rows_csv(out / f"{stem}_trials.csv", rows)
-    write_rows_csv(out / f"{stem}.csv", table)
-    atomic_write_bytes(out / f"{stem}.md", ("\n".join(markdown) + "\n").encode())
+    write_table(out, stem, table, markdown)
     atomic_write_json(out / f"{stem}_config.json", config)
+
+
+def write_table(out: Any, stem: str, table: list[dict[str, Any]], markdown: list[str]) -> None:
+    """``{stem}.csv`` (``table``) and ``{stem}.md`` (the ``markdown`` lines) in ``out``."""
+    from pathlib import Path
+
+    from bench.provenance import atomic_write_bytes
+
+    write_rows_csv(Path(out) / f"{stem}.csv", table)
+    atomic_write_bytes(Path(out) / f"{stem}.md", ("\n".join(markdown) + "\n").encode())
 
 
 def write_rows_csv(path: Any, table: list[dict[str, Any]]) -> None:
@@ -146,7 +155,7 @@ def write_evaluation(out: Any, *, tasks: tuple[str, ...], trials: int,
     from pathlib import Path
 
     from bench.policies.learned import DEMO_POLICIES
-    from bench.provenance import atomic_write_bytes, atomic_write_json
+    from bench.provenance import atomic_write_json
     from bench.worlds.real import REAL_DOMAIN
 
     out = Path(out)
@@ -156,19 +165,17 @@ def write_evaluation(out: Any, *, tasks: tuple[str, ...], trials: int,
                 for row in evaluate_policy(name, task, trials=trials, root=root)]
     rates = summarise_rates(rows)
     write_rows_csv(out / "eval_trials.csv", rows)
-    write_rows_csv(out / "eval.csv", rates)
     lines = ["| policy | task | successes / trials | rate | 95 % Wilson |", "|---|---|---|---|---|"]
     lines += [f"| {r['policy']} | {r['task']} | {r['successes']} / {r['trials']} | "
               f"{r['rate']:.2f} | {r['wilson_low']:.2f}-{r['wilson_high']:.2f} |" for r in rates]
-    atomic_write_bytes(out / "eval.md", ("\n".join(lines) + "\n").encode())
+    write_table(out, "eval", rates, lines)
     pairs = pair_tests(rates, {t: DEMO_POLICIES[t] for t in tasks})
     if pairs:
-        write_rows_csv(out / "eval_pairs.csv", pairs)
         lines = ["| task | demo pair | successes / trials | Fisher p (two-sided) |",
                  "|---|---|---|---|"]
         lines += [f"| {p['task']} | {p['policy_1']} vs {p['policy_2']} | {p['successes_1']} vs "
                   f"{p['successes_2']} / {p['trials']} | {p['fisher_p']:.3f} |" for p in pairs]
-        atomic_write_bytes(out / "eval_pairs.md", ("\n".join(lines) + "\n").encode())
+        write_table(out, "eval_pairs", pairs, lines)
     atomic_write_json(out / "eval_config.json", {
         "trials": trials, "condition_offset": EVAL_CONDITION_OFFSET, "tasks": list(tasks),
         "policies": list(policies), "demo_pairs": {t: list(DEMO_POLICIES[t]) for t in tasks},

@@ -114,7 +114,7 @@ def _yubi_max_frames() -> dict[str, dict[str, int]]:
 #: ``python -m bench.demo.time_limits`` (:mod:`bench.demo.time_limits`: expert and both learned
 #: policies from held-out starts in the ground-truth worlds and on the clean reconstructions,
 #: 600-frame measurement limit; rule ceil(1.5 x latest success / 50) x 50; docs/demo.md).
-PAPER_MAX_FRAMES = {"cup": 200, "tape": 650, "pen": 700}
+PAPER_MAX_FRAMES = {"cup": 150, "tape": 650, "pen": 700}
 #: ``--time-limits`` choices: the profile's own limits, or YUBI's (:func:`_yubi_max_frames`).
 TIME_LIMITS = ("profile", "yubi")
 
@@ -283,7 +283,15 @@ def profile_spec(profile: DemoProfile, *, seed: int = 0):
                      max_frames=max_frames, metrics=profile.metrics,
                      obs_policy_every=profile.obs_policy_every,
                      deployment={"fisheye_mode": profile.fisheye_mode}, real_domain="world",
-                     real_world={"worlds": {s: WORLDS[s] for s in scenes}, **settings})
+                     real_world={"worlds": {s: WORLDS[s] for s in scenes}, **settings,
+                                 "mesh_lights": _mesh_lights(scenes)})
+
+
+def _mesh_lights(scenes: list[str]) -> dict[str, Any]:
+    """The shipped mesh lights of ``scenes`` (``bench demo lights``, docs/demo-build.md)."""
+    from bench.demo.mesh_lights import load_mesh_lights
+
+    return {s: lights.to_json() for s, lights in load_mesh_lights().items() if s in scenes}
 
 
 def _clean_bundle(spec: Any, scene: str) -> Any:

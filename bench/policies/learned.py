@@ -46,7 +46,10 @@ LEARNED_VARIANTS = {"bc-large-exec16": ("bc-large", 16)}
 #: (the localising recipe + DAgger) vs bc-large; on 2026-12-06 Cup's second policy became
 #: bc-aux-85 (bc-aux on 85 demonstrations), the first that reacts to damage with a 15-40 pp
 #: real gap on the reaction screen's held-out starts (issue 33 item 4; docs/demo-policies.md).
-DEMO_POLICIES = {"cup": ("bc-aux-dagger", "bc-aux-85"), "tape": ("bc-aux-dagger", "bc-large"),
+#: Once the simulator lit its meshes with lights fitted to real images (the same day), the
+#: screen re-chose Cup as bc-aux vs bc-aux-85 (bc-aux-dagger changed 1 of 30 outcomes) and
+#: Tape as bc-aux-dagger vs bc-aux (both react; 23 pp apart on the screen, 33 on 9000+).
+DEMO_POLICIES = {"cup": ("bc-aux", "bc-aux-85"), "tape": ("bc-aux-dagger", "bc-aux"),
                  "pen": ("bc-aux-dagger", "bc-large")}
 OBSERVATION_KEYS = ("wrist_left", "wrist_right")
 #: Chunk rows a learned policy returns per query (the rest of the env's chunk is hold rows):

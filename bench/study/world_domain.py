@@ -11,6 +11,11 @@ is :class:`WorldDomain`::
     "real_world": {"worlds": {"duo": "gt-duo", "flat": "gt-flat", "g2": "gt-g2"},
                    "cameras": "yubi-dual", "tilt_deg": 45, "shadows": false}
 
+The optional ``mesh_lights`` (scene -> :class:`bench.sim.lighting.MeshLights` as JSON)
+lights the simulated domain's meshes (robot, task objects) with lights estimated for that
+scene (``bench demo lights``) instead of the task world's headlight and sun; the Gaussians
+are unchanged. A scene without an entry keeps the task world's lights.
+
 Both domains use the same camera rig (``cameras``, tilted by ``tilt_deg`` when it is
 ``yubi-dual``), image size and time limits, so a policy sees the same observation
 space in both; the physics, robot, task objects, grasp rule and success test are the
@@ -50,6 +55,9 @@ class WorldDomain:
         sensor: Apply the world's sensor model (noise, exposure, white balance, vignetting).
         friction_scale: Physics offset: the real world's task-object friction x this (1: none).
         mass_scale: Physics offset: the real world's task-object mass x this (1: none).
+        mesh_lights: Scene -> the simulated domain's mesh lights
+            (:meth:`bench.sim.lighting.MeshLights.to_json`); a scene without an entry keeps
+            the task world's own lights.
     """
 
     worlds: dict[str, str] = field(default_factory=dict)
@@ -59,6 +67,7 @@ class WorldDomain:
     sensor: bool = True
     friction_scale: float = 1.0
     mass_scale: float = 1.0
+    mesh_lights: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorldDomain:
@@ -95,6 +104,30 @@ class WorldDomain:
             if not isinstance(getattr(self, name), bool):
                 raise BenchError(f"real_world {name} must be true or false, got "
                                  f"{getattr(self, name)!r}")
+        if not isinstance(self.mesh_lights, Mapping):
+            raise BenchError(f"real_world mesh_lights must be an object scene -> lights, got "
+                             f"{self.mesh_lights!r}")
+        object.__setattr__(self, "mesh_lights", dict(self.mesh_lights))
+        unknown = sorted(set(self.mesh_lights) - set(self.worlds))
+        if unknown:
+            raise BenchError(f"real_world mesh_lights names scenes {unknown} without a world; "
+                             "fix the names or add real_world.worlds entries")
+        for scene in self.mesh_lights:
+            self.scene_lights(scene)  # refuse a malformed entry here, not in a worker
+
+    def scene_lights(self, scene: str) -> Any:
+        """``scene``'s :class:`~bench.sim.lighting.MeshLights`, or None (the world's own)."""
+        from bench.sim.lighting import MeshLights
+
+        data = self.mesh_lights.get(scene)
+        if data is None:
+            return None
+        try:
+            return MeshLights.from_json(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BenchError(f"real_world mesh_lights[{scene!r}] is malformed ({exc}); it "
+                             "needs ambient, headlight and directional (see bench demo "
+                             "lights)") from None
 
     def check_scenes(self, scenes: list[str]) -> None:
         """Every scene has a world and every world entry names a scene."""
@@ -185,6 +218,9 @@ def make_domain_env(spec: Any, *, scene: str, task: str, domain: str, bundle: An
                             **_rig_overrides(settings), **real)
         apply_physics_offset(env, settings)
         return env
+    lights = settings.scene_lights(scene)
+    if lights is not None and "world_decorator" not in overrides:  # a caller's own one wins
+        overrides = {**overrides, "world_decorator": lights.apply}
     env = bench.sim.make_env(task, bundle, **_rig_overrides(settings), **overrides)
     apply_rig(env, settings)
     return env

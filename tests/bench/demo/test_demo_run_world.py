@@ -38,6 +38,11 @@ def test_spec_resolves_world_defaults_and_round_trips():
     ({"real_world": {**WORLD, "cameras": "head"}}, "real_world cameras must be one of"),
     ({"real_world": {**WORLD, "friction_scale": 0}}, "friction_scale must be in \\(0, 10\\]"),
     ({"real_world": {**WORLD, "shadows": "yes"}}, "shadows must be true or false"),
+    ({"real_world": {**WORLD, "mesh_lights": {"lab": {}}}},
+     "mesh_lights names scenes \\['lab'\\] without a world"),
+    ({"real_world": {**WORLD, "mesh_lights": {"duo": {"ambient": [1, 1, 1]}}}},
+     "mesh_lights\\['duo'\\] is malformed"),
+    ({"real_world": {**WORLD, "mesh_lights": [1]}}, "mesh_lights must be an object"),
     ({"real_world": [1]}, "spec key 'real_world' must be an object"),
     ({"real_domain": "simulated"}, "real_world is for real_domain \"world\""),
     ({"real_results": "x.csv"}, "give either real_results or real_domain \"world\""),
@@ -61,6 +66,27 @@ def _bundle():
     from bench.scene.sample import make_sample_scene
 
     return dataclasses.replace(make_sample_scene(seed=0, n_gaussians=2000), name="duo")
+
+
+def test_mesh_lights_light_only_the_simulated_domain_and_a_callers_decorator_wins():
+    from bench.sim.lighting import FIT_DIRECTIONS, MeshLights
+
+    lights = MeshLights(ambient=(0.3, 0.2, 0.1), headlight=(0.05, 0.05, 0.05),
+                        directional=((0.1, 0.1, 0.1),) * len(FIT_DIRECTIONS))
+    spec = SPEC.replace(real_world={**WORLD, "mesh_lights": {"duo": lights.to_json()}})
+    envs = {d: make_domain_env(spec, scene="duo", task="cup", domain=d, bundle=_bundle(),
+                               overrides={"image_size": (32, 32)}) for d in ("sim", "real")}
+    own = make_domain_env(spec, scene="duo", task="cup", domain="sim", bundle=_bundle(),
+                          overrides={"image_size": (32, 32), "world_decorator": lambda s: None})
+    try:
+        sim, real = (envs[d].unwrapped.world.model for d in ("sim", "real"))
+        np.testing.assert_allclose(sim.vis.headlight.ambient, lights.ambient, rtol=1e-6)
+        assert sim.nlight == own.unwrapped.world.model.nlight + len(FIT_DIRECTIONS)
+        assert not np.allclose(real.vis.headlight.ambient, lights.ambient)
+        assert not np.allclose(own.unwrapped.world.model.vis.headlight.ambient, lights.ambient)
+    finally:
+        for env in (*envs.values(), own):
+            env.close()
 
 
 def test_domain_envs_share_the_rig_and_differ_in_world():

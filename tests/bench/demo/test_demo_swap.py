@@ -46,7 +46,8 @@ def test_table_top_mask_follows_the_tables_footprint_and_yaw():
 def test_summary_counts_paired_changes_against_the_control():
     pairs = [(0, 1), (0, 1), (0, 1), (1, 1), (0, 0)]
     rows = [{"task": "tape", "policy": "p", "trial": t, CONTROL: c, "opaque-top": c,
-             "gt-table": g, "gt-table-plain": g, "gt-room": 1} for t, (c, g) in enumerate(pairs)]
+             "gt-table": g, "gt-table-plain": g, "gt-room": 1, "fitted-lights": c}
+            for t, (c, g) in enumerate(pairs)]
     table = {r["variant"]: r for r in summarise_swaps(rows, SWAP_VARIANTS)}
     assert table[CONTROL]["successes"] == 1 and table[CONTROL]["mcnemar_p"] == 1.0
     gt = table["gt-table"]
@@ -93,6 +94,8 @@ def test_gt_table_draws_only_the_table_top_and_drops_its_gaussians():
                      for i in range(model.ngeom)]
             drawn[variant] = sum(n.startswith("gt_") and model.geom_group[i] < 4
                                  for i, n in enumerate(names))
+            if variant == "gt-room":
+                total = sum(1 for n in names if n.startswith("gt_"))
             if variant in ("gt-table", "gt-table-plain"):
                 top = next(i for i, n in enumerate(names)
                            if n.startswith("gt_") and model.geom_group[i] < 4)
@@ -110,13 +113,14 @@ def test_gt_table_draws_only_the_table_top_and_drops_its_gaussians():
                 assert np.array_equal(kept.opacity_logits[~on_top], full.opacity_logits[~on_top])
                 assert (kept.opacities()[on_top] > 0.99).all()
                 assert (full.opacities()[on_top] < 0.99).mean() > 0.5  # it was not opaque before
-            # the room's lights are in every variant, so the meshes are lit alike
+            # the room's lights are in every variant but the fitted one, so the meshes are lit
+            # alike; fitted-lights has no room at all, only the task world's and fitted lights
             assert model.nlight > 1
         finally:
             env.close()
-    total = sum(1 for _ in names if _.startswith("gt_"))
+    assert total > 10
     assert drawn == {"reconstruction": 0, "opaque-top": 0, "gt-table": 1, "gt-table-plain": 1,
-                     "gt-room": total}
+                     "gt-room": total, "fitted-lights": 0}
     assert textured == {"gt-table": True, "gt-table-plain": False}
 
 
