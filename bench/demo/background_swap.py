@@ -146,7 +146,7 @@ def swap_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
     bundle = load_scene(spec.scenes[scene])
     extra: dict[str, Any] = {"world_decorator": swap_decorator(world, variant)}
     if variant == "fitted-lights":
-        from bench.demo.mesh_lights import load_mesh_lights
+        from bench.demo.lights_asset import load_mesh_lights
 
         extra["world_decorator"] = load_mesh_lights()[scene].apply
     elif variant == "gt-room":

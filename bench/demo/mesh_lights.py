@@ -24,7 +24,8 @@ numerics) writes ``DIR/mesh_lights.json`` (the fitted lights per room, and the m
 task world's default lights, the fitted ones and the room's true ones) and
 ``DIR/wrist.{csv,md}`` (the wrist-view PSNR of
 :func:`bench.demo.build_report.wrist_view_psnr`, default lights against fitted ones, on its
-held-out starts). The committed fit is shipped as :data:`ASSET`; the demo's study lights its
+held-out starts). The committed fit is shipped as :data:`bench.demo.lights_asset.ASSET`
+(read by :func:`bench.demo.lights_asset.load_mesh_lights`); the demo's study lights its
 simulated meshes with it (:func:`bench.demo.run.profile_spec`, ``real_world.mesh_lights``).
 """
 
@@ -38,8 +39,6 @@ from bench.demo.reaction import SCENES
 
 #: First start of the fit's episodes: the demonstrations' block (bench.demo.demos).
 LIGHTS_CONDITION_OFFSET = 5000
-#: The shipped fit (``bench demo lights`` on the defaults; results/demo-lights).
-ASSET = Path(__file__).parent / "assets" / "mesh_lights.json"
 TOOL = "bench.demo.mesh_lights"
 VERSION = 1
 
@@ -290,21 +289,6 @@ def wrist_rows(fits: dict[str, Any], config: LightsConfig) -> list[dict[str, Any
             rows.append({"task": task, "scene": scene, "wrist_psnr_default": round(default, 2),
                          "wrist_psnr_fitted": round(fitted, 2)})
     return rows
-
-
-def load_mesh_lights(path: Path = ASSET) -> dict[str, Any]:
-    """The fitted lights per room (``mesh_lights.json`` of ``bench demo lights``)."""
-    import json
-
-    from bench.errors import BenchError
-    from bench.sim.lighting import MeshLights
-
-    try:
-        data = json.loads(Path(path).read_text())
-        return {scene: MeshLights.from_json(v) for scene, v in data["lights"].items()}
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise BenchError(f"cannot read mesh lights {path} ({error}); regenerate it with "
-                         "`bench demo lights --out DIR` and copy DIR/mesh_lights.json") from None
 
 
 def write_lights(out: Path, fits: dict[str, Any], rows: list[dict[str, Any]],

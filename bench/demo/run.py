@@ -289,7 +289,7 @@ def profile_spec(profile: DemoProfile, *, seed: int = 0):
 
 def _mesh_lights(scenes: list[str]) -> dict[str, Any]:
     """The shipped mesh lights of ``scenes`` (``bench demo lights``, docs/demo-build.md)."""
-    from bench.demo.mesh_lights import load_mesh_lights
+    from bench.demo.lights_asset import load_mesh_lights
 
     return {s: lights.to_json() for s, lights in load_mesh_lights().items() if s in scenes}
 

@@ -16,13 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.demo.lights_asset import ASSET, load_mesh_lights
 from bench.demo.mesh_lights import (
-    ASSET,
     LightsConfig,
     _TermRenderer,
     fit_lights,
     fit_rooms,
-    load_mesh_lights,
     mesh_mask,
     predict,
 )
