@@ -20,10 +20,10 @@ drawn behind the simulator's meshes (:data:`SWAP_VARIANTS`):
   separates the top's texture from its colour and opacity.
 - ``gt-room``: the whole ground-truth room drawn as meshes, no Gaussians (what the real
   trials see, without their sensor model).
-- ``fitted-lights``: the reconstruction as in the study, its meshes lit by the lights
-  fitted to real wrist images of training states (:mod:`bench.demo.mesh_lights`, the
-  shipped fit) instead of the room's true lights: what a pipeline that cannot know the
-  room's lights can estimate of them.
+- ``fitted-lights``: the study's own env: the reconstruction, its meshes lit by the lights
+  fitted to real wrist images of training states (the spec's ``real_world.mesh_lights``,
+  the shipped fit of :mod:`bench.demo.mesh_lights`) instead of the room's true lights: what
+  a pipeline that cannot know the room's lights can estimate of them.
 
 ``bench demo swap --out DIR --tasks tape --policies bc-aux-dagger``
 (:func:`bench.demo.cli.run_swap`: the reference numerics of ``bench demo``) writes
@@ -144,12 +144,10 @@ def swap_env(spec: Any, *, scene: str, task: str, variant: str) -> Any:
 
     world = get_world(world_domain(spec).worlds[scene])
     bundle = load_scene(spec.scenes[scene])
-    extra: dict[str, Any] = {"world_decorator": swap_decorator(world, variant)}
-    if variant == "fitted-lights":
-        from bench.demo.lights_asset import load_mesh_lights
-
-        extra["world_decorator"] = load_mesh_lights()[scene].apply
-    elif variant == "gt-room":
+    # fitted-lights: the spec's own mesh lights (real_world.mesh_lights, the shipped fit)
+    extra: dict[str, Any] = ({} if variant == "fitted-lights" else
+                             {"world_decorator": swap_decorator(world, variant)})
+    if variant == "gt-room":
         extra["background"] = "none"
     elif variant in TRUE_TOP_VARIANTS:
         keep = np.flatnonzero(~table_top_mask(bundle.background.means, world))

@@ -51,14 +51,12 @@ def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup",
 
     spec = DemoConfig(out=Path("."), tasks=(task,)).study_spec()
     scene = {w: s for s, w in spec.real_world["worlds"].items()}[world]
+    if lights != "study":  # the spec's own mechanism: no entry keeps the task world's lights
+        spec = spec.replace(real_world={**spec.real_world, "mesh_lights": {} if lights ==
+                                        "default" else {scene: lights.to_json()}})
     real = make_study_env(spec, scene=scene, task=task, domain="real", bundle=None)
-    extra = {}
-    if lights == "default":  # a caller's decorator replaces the spec's lights: a no-op one
-        extra["world_decorator"] = _keep_world_lights
-    elif lights != "study":
-        extra["world_decorator"] = lights.apply
     sim = make_study_env(spec, scene=scene, task=task, domain="sim",
-                         bundle=load_scene(shipped_bundle(world, condition, root=root)), **extra)
+                         bundle=load_scene(shipped_bundle(world, condition, root=root)))
     values = []
     try:
         for start in starts:
@@ -73,10 +71,6 @@ def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup",
         real.close()
         sim.close()
     return float(np.mean(values))
-
-
-def _keep_world_lights(spec: Any) -> None:
-    """A ``world_decorator`` that changes nothing: the task world keeps its own lights."""
 
 
 REPORT_PRESETS = ("hole-54",)  # artifact presets scored beside the coverage conditions

@@ -1,8 +1,8 @@
 """The shipped mesh lights: the fit of ``bench demo lights`` that the demo's study uses.
 
 Kept apart from :mod:`bench.demo.mesh_lights` (which fits them, and builds the study's envs to
-do so) so that the modules the fit itself imports (the swap screen, the demo's profiles) can
-read the shipped fit without an import cycle.
+do so) so that the demo's profiles (:func:`bench.demo.run.profile_spec`), which the fit itself
+imports, can read the shipped fit without an import cycle.
 """
 
 from __future__ import annotations

@@ -123,14 +123,16 @@ class _TermRenderer:
     def render(self, source: Any) -> dict[str, list[Any]]:
         """Per term (``ambient``, ``headlight``, ``dir{i}``), ``offset`` and ``default``."""
         mirror_state(self.env, source)
+        terms = term_names()  # ambient, headlight, then one per directional slot
+        settings = ({"ambient": 1.0}, {"diffuse": 1.0}, *({"slot": i} for i in
+                                                          range(len(self.slots))))
         out = {}
-        for name, settings in (("ambient", {"ambient": 1.0}), ("headlight", {"diffuse": 1.0}),
-                               *((f"dir{i}", {"slot": i}) for i in range(len(self.slots))),
-                               ("offset", {}), ("default", {"default": True})):
-            self._set(**settings)
+        for name, setting in (*zip(terms, settings, strict=True), ("offset", {}),
+                              ("default", {"default": True})):
+            self._set(**setting)
             out[name] = _images(self.env)
         # the offset (specular only) is in every term render too: keep each term's own part
-        for name in ("ambient", "headlight", *(f"dir{i}" for i in range(len(self.slots)))):
+        for name in terms:
             out[name] = [a - b for a, b in zip(out[name], out["offset"], strict=True)]
         self._set(default=True)
         return out
@@ -248,11 +250,10 @@ def predict(samples: dict[str, Any], lights: Any) -> Any:  # -> [n, H, W, 3]
 
 
 def masked_psnr(a: Any, b: Any, mask: Any) -> float:
-    """PSNR (dB, peak 1) of ``a`` against ``b`` over the ``mask`` pixels."""
-    import numpy as np
+    """PSNR (dB, peak 1) of ``a`` against ``b`` over the ``mask`` pixels (metrics.psnr)."""
+    from metrics.psnr import psnr
 
-    mse = float(np.mean((a[mask] - b[mask]) ** 2))
-    return 10.0 * float(np.log10(1.0 / mse))
+    return float(psnr(a[mask][None, :, None], b[mask][None, :, None])[0])
 
 
 def fit_rooms(config: LightsConfig = LightsConfig(), *, progress: bool = True

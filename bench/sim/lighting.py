@@ -13,7 +13,6 @@ fitted lights.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,8 +87,3 @@ def add_light_slots(spec: Any) -> None:
                                  dir=list(direction), diffuse=[0.0, 0.0, 0.0],
                                  specular=[0.0, 0.0, 0.0], castshadow=False,
                                  type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
-
-
-def lights_decorator(lights: MeshLights) -> Callable[[Any], None]:
-    """``World(decorate=...)`` that lights the meshes with ``lights``."""
-    return lights.apply
