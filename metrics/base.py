@@ -33,6 +33,7 @@ class ScorerInfo:
         version: Scorer implementation id + version of the package it reproduces.
         arg_order: How it is called: ``"pred, ref"`` or ``"frames"``.
         description: One line for ``--help`` and the README.
+        min_size: Smallest image side, pixels, the scorer accepts (1: any).
     """
 
     name: str
@@ -43,6 +44,7 @@ class ScorerInfo:
     version: str
     arg_order: str
     description: str
+    min_size: int = 1
 
 
 class Scorer:

@@ -20,8 +20,9 @@ from bench.errors import BenchError
 from metrics.base import Scorer, ScorerInfo
 from metrics.images import as_image_batch, check_pair
 from metrics.lpips_weights import load_alexnet_features
+from metrics.registry import scorer_info
 
-MIN_SIZE = 31  # smallest side AlexNet's conv/pool stack accepts before its second max-pool
+MIN_SIZE = scorer_info("lpips").min_size  # the registry's metadata is the one source
 
 
 def build_lpips_network(*, device: str = "cpu"):
@@ -62,8 +63,9 @@ def lpips_distance(
     """LPIPS per image pair with a network from :func:`build_lpips_network`."""
     import torch
 
-    pred = as_image_batch(pred, name="pred")
-    ref = as_image_batch(ref, name="ref")
+    # contiguous: torch.from_numpy refuses the negative strides of a reversed or flipped view
+    pred = np.ascontiguousarray(as_image_batch(pred, name="pred"))
+    ref = np.ascontiguousarray(as_image_batch(ref, name="ref"))
     check_pair(pred, ref)
     if min(pred.shape[1:3]) < MIN_SIZE:
         raise BenchError(

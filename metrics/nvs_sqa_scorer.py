@@ -24,9 +24,10 @@ import numpy as np
 from bench.errors import BenchError
 from metrics.base import Scorer, ScorerInfo
 from metrics.images import as_image_batch, quantize_8bit
+from metrics.registry import scorer_info
 
 VIEW_BATCH = 10  # QualityAssessor's encoder batch size (kept: batching changes float rounding)
-MIN_SIZE = 69  # smallest side for which the view encoder's pools leave 2+ pixels to reflect-pad
+MIN_SIZE = scorer_info("nvs-sqa").min_size  # the registry's metadata is the one source
 
 
 def load_nvs_sqa(device: str = "cpu"):

@@ -34,7 +34,8 @@ _READ_ONLY: dict[str, bool] = {}
 
 def register_scorer(factory: Callable[..., Scorer], *, name: str, mode: str,
                     lower_better: bool, input_range: tuple[float, float], unit: str,
-                    version: str, arg_order: str, description: str) -> None:
+                    version: str, arg_order: str, description: str,
+                    min_size: int = 1) -> None:
     """Register a scorer with its metadata (:class:`metrics.base.ScorerInfo`'s fields).
 
     Args:
@@ -49,6 +50,8 @@ def register_scorer(factory: Callable[..., Scorer], *, name: str, mode: str,
         version: Implementation id + version of what it reproduces.
         arg_order: ``"pred, ref"`` or ``"frames"``.
         description: One line for ``bench score --list-metrics``.
+        min_size: Smallest image side, pixels, it accepts (1: any); a study refuses frames
+            below it before running (``bench.study.preflight``).
     """
     if not isinstance(lower_better, bool):
         raise TypeError(f"scorer {name!r}: lower_better must be True or False, "
@@ -57,7 +60,7 @@ def register_scorer(factory: Callable[..., Scorer], *, name: str, mode: str,
         raise ValueError(f"scorer {name!r} is already registered as a read-only metric")
     info = ScorerInfo(name=name, mode=mode, lower_better=lower_better,
                       input_range=input_range, unit=unit, version=version,
-                      arg_order=arg_order, description=description)
+                      arg_order=arg_order, description=description, min_size=min_size)
     meta = asdict(info)
     del meta["name"]  # the registry key
     SCORERS.register(info.name, factory, **meta)
@@ -103,6 +106,7 @@ register_scorer(
     version="ssim/1 (Gaussian sigma 1.5, K1 0.01, K2 0.03; = scikit-image)",
     arg_order="pred, ref",
     description="structural similarity, per channel then mean",
+    min_size=11,  # its Gaussian window (metrics.ssim.WIN_SIZE)
 )
 register_scorer(
     lazy("metrics.lpips_scorer", "LPIPS"),
@@ -114,6 +118,7 @@ register_scorer(
     version="lpips/1 (lpips 0.1.4, AlexNet, linear layers v0.1)",
     arg_order="pred, ref (symmetric)",
     description="learned perceptual distance, AlexNet + v0.1 linear layers",
+    min_size=31,  # the smallest side AlexNet's conv/pool stack accepts before its 2nd max-pool
 )
 register_scorer(
     lazy("metrics.nvs_sqa_scorer", "NVSSQA"),
@@ -125,6 +130,7 @@ register_scorer(
     version="nvs-sqa/1 (nvs-sqa 0.1.1, checkpoint v0.0.1)",
     arg_order="frames (ordered sequence of views)",
     description="no-reference NVS quality (predicted JOD) of an ordered view sequence",
+    min_size=69,  # the smallest side for which the view encoder's pools leave 2+ px to pad
 )
 # CrossScore (YUBI-Real2Sim's published scores; `bench reliability` reads them)
 register_direction("crossscore", lower_better=False)

@@ -130,10 +130,11 @@ PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
     DemoProfile("paper", "YUBI's design (hours; estimate in docs/demo.md): Cup, Tape and Pen, "
                 "80 simulated / 20 real trials, the ten conditions + the control clean-repeat, "
                 "measured time limits (--time-limits yubi: YUBI's), "
-                "PSNR + SSIM + LPIPS + NVS-SQA",
+                "PSNR + SSIM + LPIPS + NVS-SQA (Test and OBS-Probe views)",
                 tasks=TASKS, trials=80, real_trials=20, max_frames=dict(PAPER_MAX_FRAMES),
                 metrics=("psnr", "ssim", "lpips", "nvs-sqa"),
-                obs_policy_every=4, fisheye_mode="cubemap", control=True),
+                # no OBS-Policy: the policies' 64 px frames are below NVS-SQA's 69 px minimum
+                obs_policy_every=0, fisheye_mode="cubemap", control=True),
 )}
 
 
@@ -355,8 +356,10 @@ def estimate_demo(config: DemoConfig, *, report: bool = False) -> dict[str, Any]
     rollout runs to its time limit at the measured seconds per frame) is given beside it.
     """
     from bench.study.plan import rollout_cells
+    from bench.study.preflight import check_obs_policy_frames
 
     spec = config.study_spec()
+    check_obs_policy_frames(spec)  # what the run would refuse at once, refused here too
     profile = config.resolved_profile()
     counts: dict[tuple[str, str, str], int] = {}
     limit_frames: dict[tuple[str, str, str], int] = {}  # rollouts x time limit, frames

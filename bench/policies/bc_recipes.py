@@ -90,12 +90,18 @@ class DaggerConfig:
 #: ``bc-aux-dagger-3``: the same rounds stopped after three (a lab that ran fewer rounds; issue
 #: 33 item 4: the weaker policy of a Pen pair). Its weights are those ``bc-aux-dagger``'s Pen
 #: chain rolls out in its fourth round (the rounds do not depend on how many follow).
-DAGGER_RECIPES = {"bc-aux-dagger": DaggerConfig(), "bc-aux-dagger-3": DaggerConfig(rounds=3)}
+#: ``bc-aux-dagger-half``: the same rounds with half the learner rollouts per round (30 instead
+#: of 60: a lab that collected fewer interventions; issue 33 item 4: the weaker policy of Pen's
+#: pair, chosen over a four-round chain on the reaction screen and confirmed on the evaluation
+#: starts, docs/demo-policies.md).
+DAGGER_RECIPES = {"bc-aux-dagger": DaggerConfig(), "bc-aux-dagger-3": DaggerConfig(rounds=3),
+                  "bc-aux-dagger-half": DaggerConfig(episodes=30)}
 #: DAgger fields that differ for one task. Pen runs five rounds: its learner's own rollouts
 #: (conditions 6000+) succeeded 0, 3, 9, 16 and 42 times in 60 over rounds 0-4, where Tape's
 #: two rounds were enough (docs/demo-policies.md). Cup (trained after Pen) takes Pen's.
 TASK_DAGGER_FIELDS = {("bc-aux-dagger", "pen"): {"rounds": 5},
-                      ("bc-aux-dagger", "cup"): {"rounds": 5}}
+                      ("bc-aux-dagger", "cup"): {"rounds": 5},
+                      ("bc-aux-dagger-half", "pen"): {"rounds": 5}}
 
 
 def dagger_recipe(name: str, task: str) -> DaggerConfig:
@@ -104,7 +110,8 @@ def dagger_recipe(name: str, task: str) -> DaggerConfig:
 
 
 #: Tasks each recipe is trained and shipped for (default: all three).
-RECIPE_TASKS: dict[str, tuple[str, ...]] = {"bc-aux-85": ("cup",), "bc-aux-dagger-3": ("pen",)}
+RECIPE_TASKS: dict[str, tuple[str, ...]] = {"bc-aux-85": ("cup",), "bc-aux-dagger-3": ("pen",),
+                                            "bc-aux-dagger-half": ("pen",)}
 ALL_RECIPES = (*POLICY_RECIPES, *DAGGER_RECIPES)
 
 

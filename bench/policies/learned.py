@@ -129,6 +129,8 @@ def _register() -> None:
                      "at run time)",
         "bc-aux-dagger-3": "bc-aux fine-tuned on three DAgger rounds (wrist images + "
                            "proprio only at run time)",
+        "bc-aux-dagger-half": "bc-aux fine-tuned on DAgger rounds of 30 rollouts each instead "
+                              "of 60 (wrist images + proprio only at run time)",
         "bc-aux-dagger": "bc-aux fine-tuned on DAgger rounds: its own rollouts labelled by "
                          "the expert (wrist images + proprio only at run time)",
     }

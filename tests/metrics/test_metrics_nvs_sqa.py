@@ -77,3 +77,23 @@ def test_nvs_sqa_bad_inputs(nvs_sqa_scorer):
         nvs_sqa_scorer(np.full((2, 72, 72, 3), 255.0))
     with pytest.raises(BenchError, match="no-reference"):
         nvs_sqa_scorer(np.zeros((2, 72, 72, 3)), np.zeros((2, 72, 72, 3)))
+
+
+@pytest.mark.parametrize("name", ["ssim", "lpips", "nvs-sqa"])
+def test_registry_min_size_is_what_the_scorer_accepts(name, nvs_sqa_scorer):
+    """``ScorerInfo.min_size`` (what a study's preflight checks) equals each scorer's own limit:
+    one pixel less is refused with the registry's number, the limit itself is scored."""
+    from metrics.registry import get_scorer, scorer_info
+
+    size = scorer_info(name).min_size
+    assert size > 1
+    scorer = nvs_sqa_scorer if name == "nvs-sqa" else get_scorer(name, device="cpu")
+    rng = np.random.default_rng(3)
+
+    def call(side: int) -> np.ndarray:
+        frames = rng.uniform(0.0, 1.0, (2, side, side + 5, 3))
+        return scorer(frames) if scorer.info.mode == "NR" else scorer(frames, frames[::-1])
+
+    with pytest.raises(BenchError, match=f"at least {size}x{size}"):
+        call(size - 1)
+    assert np.all(np.isfinite(call(size)))
