@@ -49,8 +49,10 @@ LEARNED_VARIANTS = {"bc-large-exec16": ("bc-large", 16)}
 #: Once the simulator lit its meshes with lights fitted to real images (the same day), the
 #: screen re-chose Cup as bc-aux vs bc-aux-85 (bc-aux-dagger changed 1 of 30 outcomes) and
 #: Tape as bc-aux-dagger vs bc-aux (both react; 23 pp apart on the screen, 33 on 9000+).
+#: Pen's second policy became bc-aux-dagger-half (DAgger rounds of 30 rollouts instead of 60):
+#: it reacts (10 of 30 outcomes changed) 27 pp below bc-aux-dagger on the screen, 17 on 9000+.
 DEMO_POLICIES = {"cup": ("bc-aux", "bc-aux-85"), "tape": ("bc-aux-dagger", "bc-aux"),
-                 "pen": ("bc-aux-dagger", "bc-large")}
+                 "pen": ("bc-aux-dagger", "bc-aux-dagger-half")}
 OBSERVATION_KEYS = ("wrist_left", "wrist_right")
 #: Chunk rows a learned policy returns per query (the rest of the env's chunk is hold rows):
 #: it re-plans after 8 frames instead of running Cup's 16-row chunk open loop

@@ -79,11 +79,11 @@ def test_committed_screen_table_is_its_trials_summarised():
     assert [{k: str(v) for k, v in r.items()} for r in summarise(rows)] == committed
 
 
-@pytest.mark.parametrize("task", ["cup", "tape"])
+@pytest.mark.parametrize("task", ["cup", "tape", "pen"])
 def test_committed_pair_both_react_with_a_real_gap_in_the_band(task):
     """Issue 33 item 4 on the committed screen (held-out starts 8000+): the task's demo pair
     both change >= MIN_CHANGED paired outcomes under hole-90 and differ in real success by
-    REAL_GAP_PP. Pen does not meet it yet (docs/demo-policies.md); when it does, add it."""
+    REAL_GAP_PP."""
     import csv
     from pathlib import Path
 
@@ -112,3 +112,20 @@ def test_reaction_cli_refuses_bad_options_in_one_line(tmp_path, flag, value):
     assert len(result.stderr.strip().splitlines()) == 1
     assert (flag.lstrip("-").replace("-", "_") in result.stderr
             or flag in result.stderr or "trials" in result.stderr), result.stderr
+
+
+@pytest.mark.parametrize("task", ["cup", "tape", "pen"])
+def test_committed_pair_gap_confirmed_on_the_evaluation_starts(task):
+    """The pairs' confirmation (docs/demo-policies.md): on the evaluation starts 9000+ the
+    demo pair's real success rates also differ by REAL_GAP_PP (``eval_pairs.csv``)."""
+    import csv
+    from pathlib import Path
+
+    from bench.policies.learned import DEMO_POLICIES
+
+    root = Path(__file__).resolve().parents[3] / "results" / "demo-policies"
+    with open(root / "eval_pairs.csv") as handle:
+        row = {r["task"]: r for r in csv.DictReader(handle)}[task]
+    assert (row["policy_1"], row["policy_2"]) == tuple(DEMO_POLICIES[task])
+    gap = 100.0 * abs(int(row["successes_1"]) - int(row["successes_2"])) / int(row["trials"])
+    assert REAL_GAP_PP[0] <= gap <= REAL_GAP_PP[1]
