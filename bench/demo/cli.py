@@ -179,9 +179,11 @@ def add_train_policies_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--tasks", default="cup,tape,pen",
                    help="comma-separated tasks (cup, tape, pen) [default all three]")
+    from bench.policies.bc_recipes import ALL_RECIPES
+
     p.add_argument("--policies", default=None,
-                   help="comma-separated recipes (bc-large, bc-small, bc-aux, bc-aux-dagger; "
-                   "a DAgger recipe trains its base too) [default all, each on its tasks]")
+                   help=f"comma-separated recipes ({', '.join(ALL_RECIPES)}; a DAgger recipe "
+                   "trains its base too) [default all, each on its tasks]")
     p.add_argument("--episodes", type=int, default=None,
                    help="demonstrations recorded per task (count) [default 300]")
     p.add_argument("--epochs", type=int, default=None,
