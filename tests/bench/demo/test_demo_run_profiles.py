@@ -78,7 +78,9 @@ def test_paper_profile_is_yubis_design_with_the_control_and_measured_limits():
     assert spec.metrics == ("psnr", "ssim", "lpips", "nvs-sqa")
     # no OBS-Policy: the policies' 64 px frames are below NVS-SQA's 69 px (the preflight
     # refuses them; tests/bench/study/test_obs_policy_preflight.py)
-    assert spec.deployment == {"fisheye_mode": "cubemap"} and spec.obs_policy_every == 0
+    # direct fisheye, as the profiles the pairs were screened with (docs/demo.md: the cube
+    # map's background depth is 15-27 % short of the true room's on these reconstructions)
+    assert spec.deployment == {"fisheye_mode": "direct"} and spec.obs_policy_every == 0
     # the measured limits (bench.demo.time_limits), the same in every scene
     assert all(frames >= 50 for frames in PAPER_MAX_FRAMES.values())
     for scene in WORLDS:
