@@ -75,7 +75,8 @@ class DemoProfile:
         fisheye_mode: How the simulated domain draws the Gaussian background into the
             fisheyes (``deployment.fisheye_mode``): ``direct`` (each Gaussian projected with
             the fisheye model, 3.2x cheaper per rollout on CPU, docs/demo.md) or ``cubemap``
-            (six pinhole faces remapped, exact). The real domain has no Gaussians.
+            (pinhole faces remapped, YUBI's path; its background depth runs 15-27 % short on
+            the demo's large near Gaussians, docs/demo.md). The real domain has no Gaussians.
         control: Also run the control condition ``clean-repeat`` (the clean reconstruction
             on a disjoint block of starts: the transitions chance alone produces).
     """
@@ -134,9 +135,8 @@ PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
                 tasks=TASKS, trials=80, real_trials=20, max_frames=dict(PAPER_MAX_FRAMES),
                 metrics=("psnr", "ssim", "lpips", "nvs-sqa"),
                 # no OBS-Policy: the policies' 64 px frames are below NVS-SQA's 69 px minimum;
-                # direct fisheye: the cube map's background depth is 15-27 % short on these
-                # reconstructions (docs/demo.md), direct's within ~5 %
-                obs_policy_every=0, fisheye_mode="direct", control=True),
+                # the default direct fisheye, not the cube map (see fisheye_mode)
+                obs_policy_every=0, control=True),
 )}
 
 
