@@ -379,7 +379,6 @@ def check_study(spec: StudySpec, out: str | os.PathLike, *,
     out = Path(out)
     check_names(spec)
     check_size(spec)
-    check_obs_policy_frames(spec)
     check_policy_servers(spec)  # connect, read the handshake, close: nothing is written
     given = [("--spec", spec_file)] if spec_file is not None else []
     if spec_file is not None and Path(spec_file).name == "study.json" \
@@ -396,4 +395,5 @@ def check_study(spec: StudySpec, out: str | os.PathLike, *,
     check_output_path(out, inputs=inputs)
     check_disk(out, *estimate_bytes(spec, background_bytes))
     check_tables(spec)
+    check_obs_policy_frames(spec)  # last: the inputs' own refusals name their problem first
     return inputs
