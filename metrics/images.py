@@ -33,7 +33,9 @@ def as_image_batch(
             does, while the frame is in cache).
 
     Returns:
-        A float64 array ``[N, H, W, 3]`` (or the validated input when ``convert`` is False).
+        A C-contiguous float64 array ``[N, H, W, 3]`` (torch.from_numpy refuses the negative
+        strides of a reversed or flipped view; a contiguous float64 input is returned as is),
+        or the validated input when ``convert`` is False.
 
     Raises:
         BenchError: on a wrong shape, dtype, non-finite values or values outside [0, 1].
@@ -56,7 +58,7 @@ def as_image_batch(
         )
     if check_values:
         check_unit_range(arr, name=name)
-    return arr.astype(np.float64, copy=False) if convert else arr
+    return np.ascontiguousarray(arr, dtype=np.float64) if convert else arr
 
 
 # Unsigned integer views of the IEEE float types, for the one-pass range test.

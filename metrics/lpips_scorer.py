@@ -63,9 +63,8 @@ def lpips_distance(
     """LPIPS per image pair with a network from :func:`build_lpips_network`."""
     import torch
 
-    # contiguous: torch.from_numpy refuses the negative strides of a reversed or flipped view
-    pred = np.ascontiguousarray(as_image_batch(pred, name="pred"))
-    ref = np.ascontiguousarray(as_image_batch(ref, name="ref"))
+    pred = as_image_batch(pred, name="pred")  # contiguous float64 (torch.from_numpy)
+    ref = as_image_batch(ref, name="ref")
     check_pair(pred, ref)
     if min(pred.shape[1:3]) < MIN_SIZE:
         raise BenchError(

@@ -7,8 +7,6 @@
   matches :data:`bench.safety.NAME_PATTERN`;
 * the planned number of rollouts (:func:`bench.study.plan.count_rollouts`) is
   below :data:`MAX_ROLLOUTS` (the message shows the product);
-* OBS-Policy's frames (the policies' ``image_size``) are no smaller than every NR
-  scorer of the study accepts (:func:`check_obs_policy_frames`; NVS-SQA needs 69 px);
 * every given bundle's ``scene.json`` is valid and closed (paths stay inside
   the bundle), its background file's header reads, and the camera files the
   quality stage reads (``test`` and ``obs_probe`` of each clean scene) load
@@ -22,7 +20,10 @@
   study's envs meet (:func:`check_policy_servers`: its required cameras are in the rig,
   its action layout is a 7-D end-effector action): connect, read the metadata, close;
 * ``--out`` neither equals, contains nor lies inside any input;
-* the free space at ``--out`` covers an estimate of what the run writes.
+* the free space at ``--out`` covers an estimate of what the run writes;
+* OBS-Policy's frames (the policies' ``image_size``) are no smaller than every NR
+  scorer of the study accepts (:func:`check_obs_policy_frames`; NVS-SQA needs 69 px),
+  checked last so the inputs' own refusals name their problem first.
 """
 
 from __future__ import annotations

@@ -204,3 +204,18 @@ def test_lpips_reads_reversed_and_flipped_views(lpips_scorer):
     b = rng.uniform(0.0, 1.0, (3, 40, 48, 3))
     np.testing.assert_array_equal(lpips_scorer(a[::-1], np.flip(b, axis=2)),
                                   lpips_scorer(a[::-1].copy(), np.flip(b, axis=2).copy()))
+
+
+def test_image_batches_are_contiguous_for_every_torch_scorer():
+    """``as_image_batch`` hands LPIPS and the pyiqa adapter C-contiguous float64 (torch
+    refuses negative strides); a contiguous float64 batch is passed through uncopied."""
+    from metrics.images import as_image_batch
+
+    rng = np.random.default_rng(6)
+    a = rng.uniform(0.0, 1.0, (2, 8, 9, 3))
+    for view in (a[::-1], np.flip(a, axis=2), a[..., ::-1]):
+        out = as_image_batch(view)
+        assert out.flags.c_contiguous and out.dtype == np.float64
+        np.testing.assert_array_equal(out, view)
+    assert as_image_batch(a) is a
+    assert as_image_batch((a * 255).astype(np.uint8)[::-1]).flags.c_contiguous
