@@ -70,7 +70,7 @@ class SwapConfig:
     trials: int = 30
     condition_offset: int = REACTION_CONDITION_OFFSET
     variants: tuple[str, ...] = SWAP_VARIANTS
-    profile: str = "default"
+    profile: str = "cup"
     seed: int = 0
 
     def __post_init__(self) -> None:

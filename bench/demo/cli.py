@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-PROFILE_NAMES = ("quick", "default", "paper")  # bench.demo.run.PROFILES (checked there)
+PROFILE_NAMES = ("quick", "default", "cup", "paper")  # bench.demo.run.PROFILES (checked)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -60,7 +60,7 @@ class LightsConfig:
     every: int = 3
     tasks: tuple[str, ...] = ("cup", "tape", "pen")
     condition_offset: int = LIGHTS_CONDITION_OFFSET
-    profile: str = "default"
+    profile: str = "cup"
     seed: int = 0
 
     def __post_init__(self) -> None:

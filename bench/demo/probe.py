@@ -54,7 +54,7 @@ class ProbeConfig:
     trials: int = 30
     condition_offset: int = REACTION_CONDITION_OFFSET
     variants: tuple[str, ...] = ("real", "study")
-    profile: str = "default"
+    profile: str = "cup"
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -50,7 +50,7 @@ class ReactionConfig:
     trials: int = 30
     condition_offset: int = REACTION_CONDITION_OFFSET
     preset: str = "hole-90"
-    profile: str = "default"
+    profile: str = "cup"
     seed: int = 0
 
     def __post_init__(self) -> None:

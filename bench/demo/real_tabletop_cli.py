@@ -386,7 +386,7 @@ def _paper_and_replica() -> dict[str, dict[str, float]]:
         for row in csv.DictReader(handle):
             paper.setdefault(row["condition"], []).append(float(row["psnr_all"]))
     replica: dict[str, dict[str, list[float]]] = {}
-    with open_csv_text(root / "demo" / "tables" / "quality.csv") as handle:
+    with open_csv_text(root / "demo-cup" / "tables" / "quality.csv") as handle:
         for row in csv.DictReader(handle):
             if row["view_protocol"] == "test" and row["metric"] == "psnr":
                 replica.setdefault(row["condition"], {}).setdefault(row["scene"], []).append(
@@ -495,7 +495,7 @@ def write_tables(results: Path, info: dict) -> list[Path]:
                   "YUBI's and the demo replica's",
             notes=["drop = clean - condition (dB). Paper: mean `psnr_all` of Duo / Flat / G2 in "
                    "results/yubi/data/test_metrics_common_set.csv (warp = TableGeometryS1); "
-                   "replica: mean Test PSNR of the demo's three rooms (results/demo/tables/"
+                   "replica: mean Test PSNR of the demo's three rooms (results/demo-cup/tables/"
                    "quality.csv). probe_nvs_sqa: the no-reference NVS-SQA score of the OBS-Probe "
                    "trajectory rendered in the condition (higher is better)."])
     return written

@@ -124,8 +124,15 @@ PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
                 "clean + hole-90 + contiguous-30, 64 px, 120 frames, PSNR",
                 tasks=("cup",), trials=1, real_trials=2, presets=("hole-90",),
                 coverage=("contiguous-30",), max_frames=120, metrics=("psnr",)),
-    DemoProfile("default", "the main run (<= 15 min on 2 cores): Cup, 10 simulated / 20 real "
-                "trials per cell, all ten conditions, 64 px, 200 frames, PSNR + SSIM + LPIPS",
+    DemoProfile("default", "the main run, the paper run's fast preview (<= 15 min on 2 cores): "
+                "Cup, Tape and Pen, 10 simulated / 20 real trials per cell, clean + hole-90, "
+                "the paper profile's measured time limits, 64 px, PSNR + SSIM + LPIPS",
+                tasks=TASKS, trials=10, real_trials=20, presets=("hole-90",), coverage=(),
+                max_frames=dict(PAPER_MAX_FRAMES), metrics=("psnr", "ssim", "lpips")),
+    DemoProfile("cup", "Cup on all ten conditions (~4 min): 10 simulated / 20 real trials per "
+                "cell, 64 px, 200 frames, PSNR + SSIM + LPIPS; the default before issue 33's "
+                "item 7, and the settings of the policy screens (bench demo reaction, probe, "
+                "lights, swap, visibility)",
                 tasks=("cup",), trials=10, real_trials=20,
                 metrics=("psnr", "ssim", "lpips")),
     DemoProfile("paper", "YUBI's design (hours; estimate in docs/demo.md): Cup, Tape and Pen, "

@@ -1,8 +1,8 @@
 """Cameras that see the damage: the fraction of wrist pixels each artifact preset changes.
 
 Measured on the demo's own simulated domain. The settings come from a demo profile
-(:data:`bench.demo.run.PROFILES`, ``default`` unless told): its
-:class:`~bench.study.spec.StudySpec` (:func:`bench.demo.run.profile_spec`) gives the
+(:data:`bench.demo.run.PROFILES`, ``cup`` unless told: the settings the policy screens ran at):
+its :class:`~bench.study.spec.StudySpec` (:func:`bench.demo.run.profile_spec`) gives the
 scenes (the shipped reconstructions of the ground-truth worlds ``gt-duo``,
 ``gt-flat``, ``gt-g2``), the artifact presets, the editors' seed, image size, time
 limit, render backend, fisheye mode and the tilted ``yubi-dual`` rig, and the env is
@@ -75,7 +75,7 @@ class VisibilityConfig:
         sample_gaussians: Gaussians of the sample room (scene ``sample`` only).
     """
 
-    profile: str = "default"
+    profile: str = "cup"
     scenes: tuple[str, ...] = ("duo", "flat", "g2")
     tasks: tuple[str, ...] = ("cup", "tape", "pen")
     presets: tuple[str, ...] | None = None
@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.demo.visibility",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--profile", default="default",
+    parser.add_argument("--profile", default="cup",
                         help="demo profile whose simulated domain is measured")
     parser.add_argument("--scenes", default="duo,flat,g2",
                         help="demo scenes (duo,flat,g2) or 'sample' (the procedural room)")

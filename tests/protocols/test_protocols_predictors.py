@@ -94,13 +94,13 @@ def test_committed_yubi_predictor_tables_regenerate(tmp_path):
 
 
 def test_committed_demo_predictor_tables_regenerate(tmp_path):
-    # results/demo-predictors is derived from the committed results/demo/tables: it must be
+    # results/demo-predictors is derived from the committed results/demo-cup/tables: it must be
     # regenerated whenever the demo is (it was stale once, from an older demo).
     import bench.cli
 
     inputs, out = tmp_path / "inputs", tmp_path / "predictors"
     assert bench.cli.main(["reliability-inputs", "--study-tables",
-                           str(ROOT / "results/demo/tables"), "--out", str(inputs)]) == 0
+                           str(ROOT / "results/demo-cup/tables"), "--out", str(inputs)]) == 0
     committed = ROOT / "results/demo-predictors"
     for name in ("scores.csv", "labels.csv"):
         assert (inputs / name).read_bytes() == (committed / "inputs" / name).read_bytes(), name
@@ -112,7 +112,7 @@ def test_committed_demo_predictor_tables_regenerate(tmp_path):
         assert (out / path.name).read_bytes() == path.read_bytes(), path.name
     # its threshold rows count what the demo's own reliability table counts
     own = {row.split(",")[0]: row.split(",")[1] for row in
-           (ROOT / "results/demo/tables/reliability.csv").read_text().splitlines()[1:]}
+           (ROOT / "results/demo-cup/tables/reliability.csv").read_text().splitlines()[1:]}
     for row in (tables / "reliability.csv").read_text().splitlines()[1:]:
         method, cup = row.split(",")[:2]
         name = method if method == "Always reliable" else "test:" + method.split()[0]

@@ -51,7 +51,7 @@ def _envs():
     from bench.scene.bundle import load_scene
     from bench.study.work_unit import make_study_env
 
-    spec = screen_spec("cup", profile="default", seed=0)
+    spec = screen_spec("cup", profile="cup", seed=0)
     bundle = load_scene(spec.scenes["duo"])
     terms = make_study_env(spec, scene="duo", task="cup", domain="sim", bundle=bundle,
                            background="none", world_decorator=add_light_slots)
@@ -144,7 +144,7 @@ def test_swap_variant_uses_the_shipped_fit():
     from bench.demo.background_swap import swap_env
     from bench.demo.reaction import screen_spec
 
-    spec = screen_spec("tape", profile="default", seed=0)
+    spec = screen_spec("tape", profile="cup", seed=0)
     env = swap_env(spec, scene="g2", task="tape", variant="fitted-lights")
     try:
         model = env.unwrapped.world.model

@@ -64,7 +64,7 @@ def test_error_is_the_distance_of_the_heads_xy_from_the_truth():
     from bench.demo.reaction import screen_spec
 
     net, config = load_probed_network("cup", "bc-aux-dagger")
-    spec = screen_spec("cup", profile="default", seed=0)
+    spec = screen_spec("cup", profile="cup", seed=0)
     env = probe_env(spec, scene="duo", task="cup", variant="real")
     try:
         obs, info = env.reset(seed=8000)

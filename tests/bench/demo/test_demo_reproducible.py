@@ -84,7 +84,7 @@ def test_quick_profile_reproduces_results_demo_quick_from_a_native_environment(t
                      timeout=1800)
 
 
-@pytest.mark.slow  # ~5 min on 2 cores: the default profile (720 rollouts) with its report
+@pytest.mark.slow  # ~15 min on 2 cores: the default profile (three tasks, 720 rollouts), report
 def test_default_profile_reproduces_results_demo_from_a_native_environment(tmp_path):
     _needs_reference_cpu()
     _run_and_compare(tmp_path, ROOT / "results" / "demo", [], timeout=3600)

@@ -27,17 +27,44 @@ def _spec(profile, **options):
 
 
 def test_profile_names_and_executor():
-    assert list(PROFILES) == ["quick", "default", "paper"]
+    assert list(PROFILES) == ["quick", "default", "cup", "paper"]
     for name in PROFILES:
         executor = DemoConfig(out="x", profile=name).executor()
         assert (executor.kind, executor.workers) == ("process", 2)
     assert DemoConfig(out="x", workers=1).executor().kind == "serial"
 
 
-def test_default_profile_is_the_documented_preset():
-    spec = _spec("default")
+def test_default_profile_is_the_paper_runs_preview():
+    # issue 33 item 7: the three tasks, so the main command shows nine clean comparisons,
+    # inside 15 min on 2 cores: clean + hole-90 at the paper profile's measured limits
+    spec, paper = _spec("default"), _spec("paper")
+    assert spec.tasks == ("cup", "tape", "pen") and spec.policies == paper.policies
+    assert spec.conditions == ("clean", "hole-90") and spec.extra_conditions == {}
+    assert (spec.trials, spec.real_trials) == (10, 20)  # >= 10 simulated, >= 20 real per cell
+    assert spec.max_frames == paper.max_frames and spec.image_size == paper.image_size
+    assert spec.deployment == paper.deployment and spec.seed == paper.seed
+    # the paper run's first trials of the same cells: the same starts, the same rollouts
+    assert (spec.sim_condition_offset, spec.real_condition_offset) == (
+        paper.sim_condition_offset, paper.real_condition_offset)
+    assert spec.metrics == ("psnr", "ssim", "lpips")
+    assert count_rollouts(spec, "sim") == 3 * 2 * 3 * 2 * 10
+    assert count_rollouts(spec, "real") == 3 * 3 * 2 * 20
+    spec.validate_registries()
+
+
+def test_cup_profile_is_the_former_default_and_the_screens_settings():
+    spec = _spec("cup")
     assert spec.conditions == ("clean", *preset_names())
     assert list(spec.extra_conditions) == list(COVERAGE) and len(spec.all_conditions) == 10
+    from bench.demo.background_swap import SwapConfig
+    from bench.demo.mesh_lights import LightsConfig
+    from bench.demo.probe import ProbeConfig
+    from bench.demo.reaction import ReactionConfig
+    from bench.demo.visibility import VisibilityConfig
+
+    # every committed screen ran at these settings (their configs say "default", its old name)
+    for config in (SwapConfig, LightsConfig, ProbeConfig, ReactionConfig, VisibilityConfig):
+        assert config().profile == "cup", config
     assets = demo_assets()
 
     def resolved(paths):  # the shipped paths are relative to the working directory
@@ -111,7 +138,7 @@ def test_quick_profile_and_overrides():
 
 def test_bad_profile_name_is_one_line():
     with pytest.raises(BenchError, match="unknown demo profile 'papr'; choose one of "
-                       "\\['quick', 'default', 'paper'\\]"):
+                       "\\['quick', 'default', 'cup', 'paper'\\]"):
         _spec("papr")
 
 

@@ -63,7 +63,7 @@ def test_same_config_gives_the_same_tables(measured, tmp_path):
     assert manifest["tool"] == "demo-visibility/2"
     assert set(manifest["inputs"]) == {"flat/scene.json", "flat/background.ply"}
     config = json.loads((tmp_path / "a" / "config.json").read_text())
-    assert config["tilt_deg"] == 45.0 and config["profile"] == "default"  # resolved
+    assert config["tilt_deg"] == 45.0 and config["profile"] == "cup"  # resolved
 
 
 def test_the_clean_render_is_the_demo_envs_observation():
