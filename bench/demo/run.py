@@ -482,23 +482,26 @@ def stage_summary(ctx: DemoContext) -> None:
                "manifest_sha256"]
     rows = [[r[c] for c in columns] for r in ctx.records]
     atomic_write_bytes(ctx.root / "summary.csv", csv_text(columns, rows).encode())
-    ranking = [[r["condition"], f"{r['correct']}/{r['eligible']}", r["accuracy"], r["mae"],
+    ranking = [[r["condition"], f"{r['correct']}/{r['eligible']}",
+                _agreement_interval(r["correct"], r["eligible"]), r["accuracy"], r["mae"],
                 r["mmrv"], r["pearson"]] for r in ctx.study["ranking"]]
     text = markdown_text(columns, rows, title="Conditions")
     text += "\n" + markdown_text(
-        ["condition", "agree/eligible", "Acc_rank", "MAE (pp)", "MMRV", "Pearson"], ranking,
-        title=f"Ranking agreement with the real domain ({ctx.study['real_source']})",
+        ["condition", "agree/eligible", "95 % Wilson", "Acc_rank", "MAE (pp)", "MMRV", "Pearson"],
+        ranking, title=f"Ranking agreement with the real domain ({ctx.study['real_source']})",
         notes=["ground-truth-world: the \"real\" trials ran in the MuJoCo ground-truth worlds "
                f"{sorted(set(ctx.config.study_spec().real_world['worlds'].values()))}, the "
-               "simulated ones on the scene bundles (no physical robot)."])
+               "simulated ones on the scene bundles (no physical robot); eligible: scene-task "
+               "comparisons with a strict real order (real ties are unrankable)."])
     transitions = ctx.study.get("transitions") or []
     if transitions:
         text += "\n" + markdown_text(
             ["condition", "lost / gained", "control's", "worse / better", "McNemar p",
              "Fisher p (pooled)", "underpowered"],
             [[t["condition"], f"{t['sig_lost']} / {t['sig_gained']}",
-              t["control_transitions"] or "-", f"{t['worse']} / {t['better']}", t["mcnemar_p"],
-              t["fisher_p"], f"{t['underpowered']}/{t['comparisons']}"] for t in transitions],
+              t["control_transitions"] or "-", f"{t['worse']} / {t['better']}",
+              _p2(t["mcnemar_p"]), _p2(t["fisher_p"]), f"{t['underpowered']}/{t['comparisons']}"]
+             for t in transitions],
             title="Transitions vs clean beside the control's (tables/transitions.csv)",
             notes=["control's: lost + gained of clean-repeat, the clean reconstruction on "
                    "other starts (what chance alone gives; - = no control in this profile); "
@@ -508,10 +511,15 @@ def stage_summary(ctx: DemoContext) -> None:
     rel = ctx.study["reliability"]
     if "methods" in rel:
         targets = list(next(iter(rel["methods"].values())))
-        rel_rows = [[m, *[f"{v[t][0]}/{v[t][1]}" for t in targets]]
+        tasks = [t for t in targets if t in ctx.config.study_spec().tasks]
+        rel_rows = [[m, *[f"{v[t][0]}/{v[t][1]}" for t in targets],
+                     f"{sum(v[t][0] for t in tasks)}/{sum(v[t][1] for t in tasks)}"]
                     for m, v in rel["methods"].items()]
-        text += "\n" + markdown_text(["method", *targets], rel_rows,
-                                     title="Scene-held-out reliability classifier")
+        text += "\n" + markdown_text(
+            ["method", *targets, "every task's decisions"], rel_rows,
+            title="Scene-held-out reliability classifier (correct / decisions)",
+            notes=["every task's decisions: the per-task columns summed (each decision once; "
+                   "All-three is the pooled target over the tasks together)."])
     else:
         text += f"\nReliability classifier skipped: {rel.get('skipped')}\n"
     if ctx.yubi:
@@ -521,6 +529,21 @@ def stage_summary(ctx: DemoContext) -> None:
     ctx.outputs["summary.csv"] = ctx.root / "summary.csv"
     ctx.outputs["summary.md"] = ctx.root / "summary.md"
     print(text, end="")
+
+
+def _agreement_interval(correct: int, eligible: int) -> str:
+    """95 % Wilson interval of an agreement count, as ``low-high`` (``-`` without comparisons)."""
+    from protocols.stats import wilson_interval
+
+    if not eligible:
+        return "-"
+    interval = wilson_interval(int(correct), int(eligible))
+    return f"{interval.low:.2f}-{interval.high:.2f}"
+
+
+def _p2(p: Any) -> str:
+    """A p value to two significant figures (``-`` where there is none)."""
+    return "-" if p in (None, "") else f"{float(p):#.2g}"  # "#": 0.0010, not 0.001
 
 
 STAGES: list[tuple[str, Callable[[DemoContext], None]]] = [
