@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.demo.reaction import REACTION_CONDITION_OFFSET, SCENES
+from bench.demo.reaction import REACTION_CONDITION_OFFSET, SCENES, SCREEN_PROFILE
 
 SWAP_VARIANTS = ("reconstruction", "opaque-top", "gt-table", "gt-table-plain", "gt-room",
                  "fitted-lights")
@@ -70,7 +70,7 @@ class SwapConfig:
     trials: int = 30
     condition_offset: int = REACTION_CONDITION_OFFSET
     variants: tuple[str, ...] = SWAP_VARIANTS
-    profile: str = "cup"
+    profile: str = SCREEN_PROFILE
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.demo.reaction import SCENES
+from bench.demo.reaction import SCENES, SCREEN_PROFILE
 
 #: First start of the fit's episodes: the demonstrations' block (bench.demo.demos).
 LIGHTS_CONDITION_OFFSET = 5000
@@ -60,7 +60,7 @@ class LightsConfig:
     every: int = 3
     tasks: tuple[str, ...] = ("cup", "tape", "pen")
     condition_offset: int = LIGHTS_CONDITION_OFFSET
-    profile: str = "cup"
+    profile: str = SCREEN_PROFILE
     seed: int = 0
 
     def __post_init__(self) -> None:

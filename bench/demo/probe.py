@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.demo.background_swap import SWAP_VARIANTS
-from bench.demo.reaction import REACTION_CONDITION_OFFSET, SCENES
+from bench.demo.reaction import REACTION_CONDITION_OFFSET, SCENES, SCREEN_PROFILE
 
 PROBE_VARIANTS = ("real", "study", *SWAP_VARIANTS)
 MEAN_PREDICTOR = "mean_predictor"
@@ -54,7 +54,7 @@ class ProbeConfig:
     trials: int = 30
     condition_offset: int = REACTION_CONDITION_OFFSET
     variants: tuple[str, ...] = ("real", "study")
-    profile: str = "cup"
+    profile: str = SCREEN_PROFILE
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -31,6 +31,9 @@ from typing import Any
 
 REACTION_CONDITION_OFFSET = 8000
 SCENES = ("duo", "flat", "g2")
+#: The demo profile whose envs every policy screen runs (reaction, evaluation, probe, lights,
+#: swap, visibility): the default until issue 33 item 7, its settings now ``cup``.
+SCREEN_PROFILE = "cup"
 MIN_CHANGED = 2  # paired outcomes a reacting policy changes under the preset (issue 33 item 4)
 REAL_GAP_PP = (15.0, 40.0)  # the pair's real success gap, percentage points (issue 33 item 4)
 
@@ -50,7 +53,7 @@ class ReactionConfig:
     trials: int = 30
     condition_offset: int = REACTION_CONDITION_OFFSET
     preset: str = "hole-90"
-    profile: str = "cup"
+    profile: str = SCREEN_PROFILE
     seed: int = 0
 
     def __post_init__(self) -> None:

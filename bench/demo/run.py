@@ -482,6 +482,7 @@ def stage_summary(ctx: DemoContext) -> None:
                "manifest_sha256"]
     rows = [[r[c] for c in columns] for r in ctx.records]
     atomic_write_bytes(ctx.root / "summary.csv", csv_text(columns, rows).encode())
+    spec = ctx.config.study_spec()
     ranking = [[r["condition"], f"{r['correct']}/{r['eligible']}",
                 _agreement_interval(r["correct"], r["eligible"]), r["accuracy"], r["mae"],
                 r["mmrv"], r["pearson"]] for r in ctx.study["ranking"]]
@@ -490,7 +491,7 @@ def stage_summary(ctx: DemoContext) -> None:
         ["condition", "agree/eligible", "95 % Wilson", "Acc_rank", "MAE (pp)", "MMRV", "Pearson"],
         ranking, title=f"Ranking agreement with the real domain ({ctx.study['real_source']})",
         notes=["ground-truth-world: the \"real\" trials ran in the MuJoCo ground-truth worlds "
-               f"{sorted(set(ctx.config.study_spec().real_world['worlds'].values()))}, the "
+               f"{sorted(set(spec.real_world['worlds'].values()))}, the "
                "simulated ones on the scene bundles (no physical robot); eligible: scene-task "
                "comparisons with a strict real order (real ties are unrankable)."])
     transitions = ctx.study.get("transitions") or []
@@ -511,7 +512,7 @@ def stage_summary(ctx: DemoContext) -> None:
     rel = ctx.study["reliability"]
     if "methods" in rel:
         targets = list(next(iter(rel["methods"].values())))
-        tasks = [t for t in targets if t in ctx.config.study_spec().tasks]
+        tasks = [t for t in targets if t in spec.tasks]
         rel_rows = [[m, *[f"{v[t][0]}/{v[t][1]}" for t in targets],
                      f"{sum(v[t][0] for t in tasks)}/{sum(v[t][1] for t in tasks)}"]
                     for m, v in rel["methods"].items()]

@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.demo.reaction import SCREEN_PROFILE
+
 CEILING_ELEVATION_DEG = 15.0
 TOOL = "demo-visibility/2"
 SAMPLE = "sample"  # scene name of the procedural sample room
@@ -75,7 +77,7 @@ class VisibilityConfig:
         sample_gaussians: Gaussians of the sample room (scene ``sample`` only).
     """
 
-    profile: str = "cup"
+    profile: str = SCREEN_PROFILE
     scenes: tuple[str, ...] = ("duo", "flat", "g2")
     tasks: tuple[str, ...] = ("cup", "tape", "pen")
     presets: tuple[str, ...] | None = None
@@ -422,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.demo.visibility",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--profile", default="cup",
+    parser.add_argument("--profile", default=VisibilityConfig.profile,
                         help="demo profile whose simulated domain is measured")
     parser.add_argument("--scenes", default="duo,flat,g2",
                         help="demo scenes (duo,flat,g2) or 'sample' (the procedural room)")

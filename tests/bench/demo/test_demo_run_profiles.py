@@ -59,12 +59,13 @@ def test_cup_profile_is_the_former_default_and_the_screens_settings():
     from bench.demo.background_swap import SwapConfig
     from bench.demo.mesh_lights import LightsConfig
     from bench.demo.probe import ProbeConfig
-    from bench.demo.reaction import ReactionConfig
+    from bench.demo.reaction import SCREEN_PROFILE, ReactionConfig
     from bench.demo.visibility import VisibilityConfig
 
     # every committed screen ran at these settings (their configs say "default", its old name)
+    assert SCREEN_PROFILE == "cup"
     for config in (SwapConfig, LightsConfig, ProbeConfig, ReactionConfig, VisibilityConfig):
-        assert config().profile == "cup", config
+        assert config().profile == SCREEN_PROFILE, config
     assets = demo_assets()
 
     def resolved(paths):  # the shipped paths are relative to the working directory
