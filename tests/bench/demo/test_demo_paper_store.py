@@ -1,0 +1,122 @@
+"""The paper run's committed results (issue 33 items 2 and 7).
+
+The paper profile takes several sittings of about three hours on 2 cores, and every session
+starts from a fresh clone, so its results store is committed (``results/demo-paper/
+results.sqlite``) at the end of each sitting and the next one continues it with
+``bench demo --profile paper --out results/demo-paper --resume``. These tests keep that
+store resumable and honest while the run is in progress:
+
+- it holds the paper profile's spec exactly as ``--resume`` compares it (any change to the
+  paper profile, its policies' ids or its limits would make the store refuse to continue);
+- every stored rollout is one the spec plans (no stray key, no duplicate);
+- the default profile is the paper run's fast preview: every rollout of the committed
+  ``results/demo/tables/rollouts.csv`` the paper store already holds is the same rollout,
+  column for column (same seed, starts, limits, policies and fisheye path).
+
+Once the run is finished the store gives way to ``results/demo-paper/tables/rollouts.csv``;
+the same checks then read that table.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bench.demo.run import DemoConfig
+from bench.study.plan import count_rollouts, init_index, rollout_cells
+from bench.study.store import ROLLOUT_COLUMNS, ROLLOUT_KEY
+
+ROOT = Path(__file__).resolve().parents[3]
+PAPER = ROOT / "results" / "demo-paper"
+PREVIEW = ROOT / "results" / "demo" / "tables" / "rollouts.csv"
+
+
+def _paper_spec():
+    return DemoConfig(out="unused", profile="paper").study_spec()
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    # immutable: reading the committed file never writes a -wal / -shm beside it
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+
+
+def _paper_rows() -> dict[tuple, dict[str, str]]:
+    """The paper run's rollouts by key, as the text ``rollouts.csv`` holds them."""
+    table = PAPER / "tables" / "rollouts.csv"
+    if table.is_file():
+        with table.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+    else:
+        store = PAPER / "results.sqlite"
+        if not store.is_file():
+            pytest.fail(f"neither {table} nor {store} is committed: the paper run's results "
+                        "are lost; resume it (docs/demo.md, 'The paper run')")
+        db = _read_only(store)
+        try:
+            cursor = db.execute(f"SELECT {', '.join(ROLLOUT_COLUMNS)} FROM rollouts")
+            rows = [dict(zip(ROLLOUT_COLUMNS, r, strict=True)) for r in cursor]
+        finally:
+            db.close()
+    out = {}
+    for row in rows:
+        key = tuple(str(row[k]) for k in ROLLOUT_KEY)
+        assert key not in out, f"duplicate rollout {key}"
+        out[key] = row
+    return out
+
+
+def test_committed_paper_store_resumes_under_the_paper_profile():
+    store = PAPER / "results.sqlite"
+    if not store.is_file():
+        assert (PAPER / "tables" / "rollouts.csv").is_file(), "no paper results committed"
+        pytest.skip("the paper run is finished: its tables replace the store")
+    db = _read_only(store)
+    try:
+        stored = db.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone()
+    finally:
+        db.close()
+    assert stored is not None, "the committed store has no spec: it cannot be resumed"
+    # what bench.study.runner.open_output compares on --resume
+    assert stored[0] == json.dumps(_paper_spec().to_json(), sort_keys=True)
+
+
+def test_paper_rollouts_are_planned_by_the_paper_spec():
+    spec = _paper_spec()
+    rows = _paper_rows()
+    planned = {}  # key -> (initial condition, frame limit), from the executor's own plan
+    for cell in rollout_cells(spec):
+        for policy in cell.policies:
+            for trial in range(cell.trials):
+                key = (spec.name, cell.scene, cell.condition, cell.task, policy, cell.domain,
+                       str(trial))
+                planned[key] = (init_index(spec, cell.domain, trial, cell.condition),
+                                spec.max_frames[cell.scene][cell.task])
+    assert len(planned) == count_rollouts(spec) == 16_200
+    assert 0 < len(rows) <= len(planned)
+    for key, row in rows.items():
+        assert key in planned, f"{key} is not a rollout of the paper spec"
+        start, limit = planned[key]
+        assert int(row["init_index"]) == start and int(row["frames"]) <= limit, key
+
+
+def test_default_profiles_rollouts_are_the_paper_runs_first_trials():
+    rows = _paper_rows()
+    with PREVIEW.open(newline="") as f:
+        preview = list(csv.DictReader(f))
+    shared = 0
+    for row in preview:
+        key = tuple(row[k] for k in ROLLOUT_KEY)
+        if key not in rows:
+            continue
+        shared += 1
+        paper = rows[key]
+        for column in ROLLOUT_COLUMNS:
+            assert str(paper[column]) == row[column] or (
+                column == "failure" and paper[column] in ("", None) and row[column] == ""), \
+                f"{key}: {column} is {row[column]!r} in the preview, {paper[column]!r} in the paper run"
+    # the paper run starts with Duo's clean cells, 60 of which the preview shares
+    assert shared >= 60, f"only {shared} preview rollouts are in the paper store"
