@@ -115,8 +115,7 @@ def test_default_profiles_rollouts_are_the_paper_runs_first_trials():
         shared += 1
         paper = rows[key]
         for column in ROLLOUT_COLUMNS:
-            assert str(paper[column]) == row[column] or (
-                column == "failure" and paper[column] in ("", None) and row[column] == ""), \
-                f"{key}: {column} is {row[column]!r} in the preview, {paper[column]!r} in the paper run"
-    # the paper run starts with Duo's clean cells, 60 of which the preview shares
-    assert shared >= 60, f"only {shared} preview rollouts are in the paper store"
+            assert str(paper[column]) == row[column], \
+                f"{key}: {column} is {row[column]!r} in the preview, {paper[column]!r} in the paper"
+    # the paper run starts with Duo's real and clean cells: 120 + 60 rollouts the preview shares
+    assert shared >= 180, f"only {shared} preview rollouts are in the paper store"
