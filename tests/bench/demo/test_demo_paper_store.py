@@ -117,5 +117,6 @@ def test_default_profiles_rollouts_are_the_paper_runs_first_trials():
         for column in ROLLOUT_COLUMNS:
             assert str(paper[column]) == row[column], \
                 f"{key}: {column} is {row[column]!r} in the preview, {paper[column]!r} in the paper"
-    # the paper run starts with Duo's real and clean cells: 120 + 60 rollouts the preview shares
-    assert shared >= 180, f"only {shared} preview rollouts are in the paper store"
+    # the paper run starts with Duo's real cells (120 rollouts, all in the preview) and clean
+    # Cup (its first 10 trials per policy are the preview's): at least 140 from the first sitting
+    assert shared >= 140, f"only {shared} preview rollouts are in the paper store"
