@@ -427,6 +427,10 @@ def stage_study(ctx: DemoContext) -> None:
     ctx.study = result.tables
     for rel in result.tables["files"]:
         ctx.outputs[rel] = ctx.root / rel
+    from bench.demo.time_limits import write_study_success_frames
+
+    for path in write_study_success_frames(ctx.root / "tables", ctx.config.study_spec()):
+        ctx.outputs[f"tables/{path.name}"] = path
     sizes = {}  # scene -> clean background size
     for (scene, cond), bundle in sorted(result.bundles.items(), key=lambda kv: kv[0][1] != "clean"):
         manifest = json.loads(bundle.manifest.read_text())

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from bench.demo.run import PAPER_MAX_FRAMES, PROFILES
-from bench.demo.time_limits import TOOL, chosen_limits, summarise
+from bench.demo.time_limits import TOOL, chosen_limits, study_success_frames, summarise
 
 MEASURED = Path(__file__).resolve().parents[3] / "results" / "demo-time-limits"
 
@@ -53,3 +53,46 @@ def test_paper_limits_are_the_committed_measurements():
 
     measured = {t: {r["policy"] for r in rows if r["task"] == t} for t in PAPER_MAX_FRAMES}
     assert measured == {t: {"expert", *DEMO_POLICIES[t]} for t in PAPER_MAX_FRAMES}
+
+
+def test_study_success_frames_on_constructed_rows():
+    limits = {("duo", "pen"): 100, ("flat", "pen"): 120, ("duo", "cup"): 150}
+    rows = [  # text, as tables/rollouts.csv holds them
+        {"scene": "duo", "task": "pen", "policy": "a", "domain": "sim", "success": "1",
+         "frames": "40"},
+        {"scene": "duo", "task": "pen", "policy": "a", "domain": "sim", "success": "1",
+         "frames": "90"},  # 90 >= 0.9 x 100: late
+        {"scene": "flat", "task": "pen", "policy": "a", "domain": "sim", "success": "1",
+         "frames": "100"},  # 100 < 0.9 x 120 = 108: not late under its own scene's limit
+        {"scene": "flat", "task": "pen", "policy": "a", "domain": "sim", "success": "0",
+         "frames": "120"},  # a truncated failure is no success
+        {"scene": "duo", "task": "cup", "policy": "b", "domain": "real", "success": "0",
+         "frames": "150"},
+    ]
+    table = study_success_frames(rows, lambda scene, task: limits[(scene, task)])
+    # closed form: median of (40, 90, 100) = 90; numpy's linear p90 = 90 + 0.8 x (100 - 90)
+    assert table == [
+        {"task": "cup", "policy": "b", "domain": "real", "successes": 0, "rollouts": 1,
+         "min": "", "median": "", "p90": "", "max": "", "limit": "150", "late": 0},
+        {"task": "pen", "policy": "a", "domain": "sim", "successes": 3, "rollouts": 4,
+         "min": 40, "median": 90.0, "p90": 98.0, "max": 100, "limit": "100/120", "late": 1},
+    ]
+
+
+def test_committed_demo_runs_state_their_success_frames():
+    # every committed demo run's table is the function of its rollouts.csv and study.json
+    from bench.study.spec import spec_from_dict
+    from protocols.tablefmt import csv_text
+
+    results = MEASURED.parent
+    runs = sorted(p.parent.parent for p in results.glob("demo*/tables/rollouts.csv"))
+    assert {"demo", "demo-quick", "demo-cup"} <= {r.name for r in runs}
+    for run in runs:
+        spec = spec_from_dict(json.loads((run / "study.json").read_text()))
+        with (run / "tables" / "rollouts.csv").open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        table = study_success_frames(
+            rows, lambda scene, task, spec=spec: spec.frames_limit(scene, task))
+        header = list(table[0])
+        expected = csv_text(header, [[r[h] for h in header] for r in table])
+        assert (run / "tables" / "success_frames.csv").read_text() == expected, run.name
