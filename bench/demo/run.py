@@ -427,7 +427,7 @@ def stage_study(ctx: DemoContext) -> None:
     ctx.study = result.tables
     for rel in result.tables["files"]:
         ctx.outputs[rel] = ctx.root / rel
-    from bench.demo.time_limits import write_study_success_frames
+    from bench.demo.success_frames import write_study_success_frames
 
     for path in write_study_success_frames(ctx.root / "tables", ctx.config.study_spec()):
         ctx.outputs[f"tables/{path.name}"] = path

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from bench.demo.run import PAPER_MAX_FRAMES, PROFILES
-from bench.demo.time_limits import TOOL, chosen_limits, study_success_frames, summarise
+from bench.demo.success_frames import study_success_frames
+from bench.demo.time_limits import TOOL, chosen_limits, summarise
 
 MEASURED = Path(__file__).resolve().parents[3] / "results" / "demo-time-limits"
 
