@@ -422,14 +422,15 @@ def stage_study(ctx: DemoContext) -> None:
     """Run the paired study on the three sample rooms into the output root."""
     from bench.study.runner import run_study
 
-    result = run_study(ctx.config.study_spec(), ctx.root, overwrite=False,
+    spec = ctx.config.study_spec()
+    result = run_study(spec, ctx.root, overwrite=False,
                        resume=ctx.config.resume, executor=ctx.config.executor())
     ctx.study = result.tables
     for rel in result.tables["files"]:
         ctx.outputs[rel] = ctx.root / rel
     from bench.demo.success_frames import write_study_success_frames
 
-    for path in write_study_success_frames(ctx.root / "tables", ctx.config.study_spec()):
+    for path in write_study_success_frames(ctx.root / "tables", spec):
         ctx.outputs[f"tables/{path.name}"] = path
     sizes = {}  # scene -> clean background size
     for (scene, cond), bundle in sorted(result.bundles.items(), key=lambda kv: kv[0][1] != "clean"):
