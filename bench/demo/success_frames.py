@@ -19,6 +19,27 @@ from typing import Any
 LATE = 0.9
 
 
+def frame_stats(frames: Any, *, ndigits: int | None = None) -> dict[str, Any]:
+    """Min / median / p90 / max of success frames (numpy's median and linear p90).
+
+    Args:
+        frames: The successes' frames (any sequence of numbers; may be empty).
+        ndigits: Round median and p90 to this many decimals (``None``: unrounded).
+
+    Returns:
+        ``{"min", "median", "p90", "max"}``; blank strings where there is no success.
+    """
+    import numpy as np
+
+    values = np.asarray(frames, dtype=np.float64)
+    if not values.size:
+        return {"min": "", "median": "", "p90": "", "max": ""}
+    median, p90 = float(np.median(values)), float(np.percentile(values, 90))
+    if ndigits is not None:
+        median, p90 = round(median, ndigits), round(p90, ndigits)
+    return {"min": int(values.min()), "median": median, "p90": p90, "max": int(values.max())}
+
+
 def study_success_frames(rows: list[dict[str, Any]], limit: Callable[[str, str], int]
                          ) -> list[dict[str, Any]]:
     """Per (task, policy, domain) of a study's rollouts: success frames beside the limits.
@@ -34,8 +55,6 @@ def study_success_frames(rows: list[dict[str, Any]], limit: Callable[[str, str],
         the limit (``a/b`` where scenes differ) and ``late``, the successes that ended at or
         after :data:`LATE` of their rollout's limit.
     """
-    import numpy as np
-
     groups: dict[tuple[str, str, str], list[tuple[int, int, int]]] = {}
     for r in rows:
         key = (r["task"], r["policy"], r["domain"])
@@ -43,13 +62,11 @@ def study_success_frames(rows: list[dict[str, Any]], limit: Callable[[str, str],
             (int(r["success"]), int(r["frames"]), int(limit(r["scene"], r["task"]))))
     out = []
     for (task, policy, domain), items in sorted(groups.items()):
-        frames = np.array([f for ok, f, _ in items if ok], dtype=np.float64)
-        stats = ({"min": int(frames.min()), "median": round(float(np.median(frames)), 1),
-                  "p90": round(float(np.percentile(frames, 90)), 1), "max": int(frames.max())}
-                 if frames.size else {"min": "", "median": "", "p90": "", "max": ""})
+        frames = [f for ok, f, _ in items if ok]
         limits = sorted({lim for _, _, lim in items})
         out.append({"task": task, "policy": policy, "domain": domain,
-                    "successes": int(frames.size), "rollouts": len(items), **stats,
+                    "successes": len(frames), "rollouts": len(items),
+                    **frame_stats(frames, ndigits=1),
                     "limit": "/".join(str(v) for v in limits),
                     "late": sum(1 for ok, f, lim in items if ok and f >= LATE * lim)})
     return out

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.demo.success_frames import LATE
+from bench.demo.success_frames import LATE, frame_stats
 
 #: Margin and rounding of the rule: limit = ceil(MARGIN x latest success / ROUND) x ROUND.
 MARGIN = 1.5
@@ -114,18 +114,13 @@ def measure_success_frames(config: TimeLimitConfig, *, progress: bool = True
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (task, policy, domain): successes / rollouts and the success frames' quantiles."""
-    import numpy as np
-
     out = []
     keys = sorted({(r["task"], r["policy"], r["domain"]) for r in rows})
     for task, policy, domain in keys:
         sel = [r for r in rows if (r["task"], r["policy"], r["domain"]) == (task, policy, domain)]
-        frames = np.array([r["frames"] for r in sel if r["success"]], dtype=np.float64)
-        stats = ({"min": int(frames.min()), "median": float(np.median(frames)),
-                  "p90": float(np.percentile(frames, 90)), "max": int(frames.max())}
-                 if frames.size else {"min": "", "median": "", "p90": "", "max": ""})
+        frames = [r["frames"] for r in sel if r["success"]]
         out.append({"task": task, "policy": policy, "domain": domain,
-                    "successes": int(frames.size), "rollouts": len(sel), **stats})
+                    "successes": len(frames), "rollouts": len(sel), **frame_stats(frames)})
     return out
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from bench.demo.run import PAPER_MAX_FRAMES, PROFILES
 from bench.demo.success_frames import study_success_frames
 from bench.demo.time_limits import TOOL, chosen_limits, summarise
+from protocols.tablefmt import csv_text
 
 MEASURED = Path(__file__).resolve().parents[3] / "results" / "demo-time-limits"
 
@@ -44,6 +45,11 @@ def test_paper_limits_are_the_committed_measurements():
     assert {t: v["limit"] for t, v in limits.items()} == PAPER_MAX_FRAMES
     assert not any(v["censored"] for v in limits.values())
     assert json.loads((MEASURED / "limits.json").read_text())["limits"] == limits
+    # the committed per-policy table is summarise() of the committed rows, byte for byte
+    summary = summarise(rows)
+    header = list(summary[0])
+    assert csv_text(header, [list(s.values()) for s in summary]) == (
+        MEASURED / "summary.csv").read_text()
     # every policy's successes end inside its task's limit, in both domains
     for r in rows:
         if r["success"]:
