@@ -117,6 +117,17 @@ def clean_staging(out: Path) -> int:
     return removed
 
 
+def _spec_difference(stored: str, current: str) -> str:
+    """The top-level spec fields two spec texts disagree on, for a refused resume's message.
+
+    ``bench demo`` writes its asset paths relative to the working directory when they lie
+    under it, so its resume from another directory or checkout shows up as path fields.
+    """
+    a, b = json.loads(stored), json.loads(current)
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return ", ".join(keys) if keys else "formatting only"
+
+
 def open_output(spec: StudySpec, out: Path, *, resume: bool, overwrite: bool,
                 inputs: list[Path] | None = None) -> ResultsStore:
     """Create or reopen ``out`` under its lock and open the store; a resume needs the same spec.
@@ -166,7 +177,8 @@ def open_output(spec: StudySpec, out: Path, *, resume: bool, overwrite: bool,
             store.set_meta("spec", spec_text)
         elif stored != spec_text:
             store.close()
-            raise BenchError(f"{out} holds a study with a different spec; resume with the same "
+            raise BenchError(f"{out} holds a study with a different spec (it differs in "
+                             f"{_spec_difference(stored, spec_text)}); resume with the same "
                              "--spec or choose a new --out")
         atomic_write_json(out / SPEC_FILE, spec.to_json())
     except BaseException:

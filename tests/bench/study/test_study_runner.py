@@ -67,7 +67,8 @@ def test_resume_skips_done_and_reruns_missing(study, tmp_path):
     # the rerun rows are identical to the first run's (deterministic rollouts)
     assert (copy / "tables" / "rollouts.csv").read_bytes() == \
         (out / "tables" / "rollouts.csv").read_bytes()
-    with pytest.raises(BenchError, match="different spec"):
+    # the refusal names the field that changed
+    with pytest.raises(BenchError, match=r"different spec \(it differs in trials\)"):
         run_study(SPEC.replace(trials=2), copy, resume=True, progress=False)
 
 
