@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from protocols.stats import wilson_interval
+from bench.demo.run import _agreement_interval
+from bench.demo.run import _p2 as _p  # the summary's two significant figures
 
 ROOT = Path(__file__).resolve().parents[3]
 TABLES = ROOT / "results" / "demo-paper" / "tables"
@@ -30,28 +31,13 @@ def _rows(name: str) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _p(value: str) -> str:
-    """Two significant figures as the README writes them: 0.0026, 0.44, 7.5e-5, 4.2e-36."""
-    p = float(value)
-    if p < 0.001:
-        mantissa, exponent = f"{p:.1e}".split("e")
-        return f"{mantissa}e{int(exponent)}"
-    return f"{float(f'{p:.2g}'):.10f}".rstrip("0")
-
-
-def test_p_format():
-    assert [_p(x) for x in ("4.224e-36", "7.511e-05", "0.002614", "0.4375", "0.0343")] == \
-        ["4.2e-36", "7.5e-5", "0.0026", "0.44", "0.034"]
-
-
 def test_clean_agreement_and_its_interval():
     clean = next(r for r in _rows("ranking") if r["condition"] == "clean")
     comparisons = [r for r in _rows("comparisons") if r["condition"] == "clean"]
     assert len(comparisons) == 9
     k = int(clean["correct"])
-    nine, rankable = wilson_interval(k, 9), wilson_interval(k, int(clean["eligible"]))
-    assert f"**{k} of 9** (95 % Wilson {nine.low:.2f}-{nine.high:.2f}; {k} of the " \
-           f"{clean['eligible']} rankable, {rankable.low:.2f}-{rankable.high:.2f}" in DEMO
+    assert f"**{k} of 9** (95 % Wilson {_agreement_interval(k, 9)}; {k} of the " \
+           f"{clean['eligible']} rankable, {_agreement_interval(k, clean['eligible'])}" in DEMO
     underpowered = sum(r["verdict"] == "UNDERPOWERED" for r in comparisons)
     assert f"{underpowered} of 9 UNDERPOWERED" in DEMO
 
@@ -62,6 +48,7 @@ def test_transitions_against_the_control_and_mcnemar_per_condition():
     assert f"**{control['transitions']} significance transitions**" in DEMO
     assert f"{control['worse']} worse / {control['better']} better by trial index (McNemar " \
            f"p = {_p(control['mcnemar_p'])}, pooled Fisher p = {_p(control['fisher_p'])})" in DEMO
+
     def cell(cond: str) -> str:
         return f"{cond} {rows[cond]['transitions']} ({rows[cond]['agree']}/9)"
 
