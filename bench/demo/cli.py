@@ -60,6 +60,11 @@ def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true",
                    help="run in --out itself and continue a killed run there (every finished "
                    "rollout is kept; the same profile and options are required)")
+    p.add_argument("--reuse-from", default=None, metavar="DIR",
+                   help="copy the rollouts an earlier demo output DIR already ran that this run "
+                   "still plans (e.g. after one task's policy pair changed), after re-running "
+                   "one per (scene, task, policy, domain) as a check; DIR is only read "
+                   "(docs/studies.md)")
     p.add_argument("--time-limits", default="profile", choices=("profile", "yubi"),
                    help="rollout time limits: the profile's (paper: measured from held-out "
                    "starts, docs/demo.md) or YUBI's (600 frames, 1,800 for Duo Tape/Pen and "
@@ -98,8 +103,13 @@ def run(args: argparse.Namespace) -> int:
         options["tasks"] = _tasks(args.tasks)
     config = DemoConfig(out=Path(args.out or "."), profile=profile, seed=args.seed,
                         overwrite=args.overwrite, time_limits=args.time_limits,
-                        resume=args.resume, **options)
-    config.study_spec()  # every refusal of the options before anything runs
+                        resume=args.resume, **options,
+                        reuse_from=None if args.reuse_from is None else Path(args.reuse_from))
+    spec = config.study_spec()  # every refusal of the options before anything runs
+    if config.reuse_from is not None:  # refused before --out is touched
+        from bench.study.reuse import check_source
+
+        check_source(spec, config.reuse_from, out=None if args.out is None else config.out)
     if args.dry_run:
         estimate_demo(config, report=True)
         return 0

@@ -223,6 +223,8 @@ class DemoConfig:
             1,800 for Duo Tape/Pen and G2 Pen).
         resume: Run in ``out`` itself and continue a killed run there (the study store keeps
             every finished rollout); False stages the run and moves it into place at the end.
+        reuse_from: An earlier demo output whose rollouts this run still plans are copied,
+            checked, instead of run again (:mod:`bench.study.reuse`); None runs them all.
     """
 
     out: Path
@@ -235,6 +237,7 @@ class DemoConfig:
     overwrite: bool = False
     time_limits: str = "profile"
     resume: bool = False
+    reuse_from: Path | None = field(default=None, kw_only=True)
 
     def resolved_profile(self) -> DemoProfile:
         """The profile with this config's overrides applied."""
@@ -424,7 +427,8 @@ def stage_study(ctx: DemoContext) -> None:
 
     spec = ctx.config.study_spec()
     result = run_study(spec, ctx.root, overwrite=False,
-                       resume=ctx.config.resume, executor=ctx.config.executor())
+                       resume=ctx.config.resume, executor=ctx.config.executor(),
+                       reuse_from=ctx.config.reuse_from)
     ctx.study = result.tables
     for rel in result.tables["files"]:
         ctx.outputs[rel] = ctx.root / rel

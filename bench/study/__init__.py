@@ -17,8 +17,9 @@ it), so the package has no import cycle:
 6. ``executors``: where the work units run (``serial``, ``process``, ``ray``, plugins).
 7. ``spec_file``, ``rollouts``: a spec file read once into the spec and its executor;
    the rollout stage (the driver commits every outcome).
-8. ``sequential``, ``report``: the rollout stage with sequential stopping; the HTML
-   report of a finished study output (``bench study report``).
+8. ``sequential``, ``report``, ``reuse``: the rollout stage with sequential stopping; the
+   HTML report of a finished study output (``bench study report``); an earlier study's
+   rows reused after a spot check (``--reuse-from``).
 9. ``runner``: a study end to end (bundles, quality, rollouts, analysis).
 10. ``compare_cli``: ``bench study compare``.
 11. ``cli``: ``bench study`` (``run``, ``export``, ``report``; adds ``compare``).

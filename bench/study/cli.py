@@ -24,6 +24,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                       help="continue the study already in --out (same spec); skips stored rows")
     mode.add_argument("--overwrite", action="store_true",
                       help="delete a previous study output in --out and start again")
+    run.add_argument("--reuse-from", default=None, metavar="DIR",
+                     help="copy the rollouts an earlier study output DIR already ran that this "
+                     "spec plans (it may differ only in policies, trials, tasks, conditions, "
+                     "metrics), after re-running one per (scene, task, policy, domain) as a "
+                     "check; DIR is only read (docs/studies.md)")
     run.add_argument("--trials", type=int, default=None,
                      help="override the spec's simulated trials per cell (count)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bars")
@@ -103,17 +108,28 @@ def _run(args: argparse.Namespace) -> int:
         from bench.study.executors import check_executor
 
         check_executor(executor)  # an unreachable ray --address is refused here too
+        if args.reuse_from is not None:
+            from bench.study.reuse import check_source, count_reusable
+
+            found = check_source(spec, args.reuse_from, out=Path(args.out))
         for line in make_plan(spec).lines():
             print(line)
+        if args.reuse_from is not None:
+            held, planned = count_reusable(spec, found)
+            print(f"--reuse-from {args.reuse_from}: {held} of the {planned} planned rollouts "
+                  "are stored there (copied after the spot check, the rest run)")
         print(f"dry run: nothing written ({args.out} untouched)")
         return 0
     result = run_study(spec, Path(args.out), resume=args.resume, overwrite=args.overwrite,
-                       progress=not args.no_progress, spec_file=args.spec, executor=executor)
+                       progress=not args.no_progress, spec_file=args.spec, executor=executor,
+                       reuse_from=args.reuse_from)
     for row in result.tables["ranking"]:
         print(f"{row['condition']}: ranking agreement {row['correct']}/{row['eligible']}, "
               f"MAE {row['mae']:.1f} pp, MMRV {row['mmrv']:.3f}, Pearson {row['pearson']:.2f} "
               f"(real: {row['real_source']})")
-    print(f"wrote {result.out} ({result.new_rollouts} new rollouts)")
+    reused = f", {result.reuse.rows} reused from {result.reuse.source}" \
+        if result.reuse is not None else ""
+    print(f"wrote {result.out} ({result.new_rollouts} new rollouts{reused})")
     if not args.no_report:
         from bench.study.report import write_report_or_warn
 

@@ -7,6 +7,9 @@ continues a killed run without redoing or duplicating anything):
    directory, or a generated sample room) and one bundle + ``manifest.json``
    per artifact preset (``perturbations.apply``); prepared extra bundles
    (coverage retrainings) are referenced. Manifests go into the store.
+   With ``reuse_from`` the rows of an earlier study that the plan still needs are then
+   copied after a spot check (:func:`bench.study.reuse.reuse_from`), so the stages below
+   compute only what is missing.
 2. :func:`score_quality` - Test views: the held-out ``test`` cameras rendered
    in every condition, scored against the "captured" images; OBS-Probe: the
    clean scene's probe trajectory rendered in every condition (NR metrics).
@@ -79,6 +82,7 @@ class StudyResult:
     bundles: dict[tuple[str, str], ConditionBundle]
     new_rollouts: int = 0
     tables: dict[str, Any] = field(default_factory=dict)
+    reuse: Any = None  # bench.study.reuse.ReuseReport with reuse_from
 
 
 def _log(message: str) -> None:
@@ -480,13 +484,15 @@ def record_real_source(spec: StudySpec, out: Path, store: ResultsStore, real: An
 
 def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwrite: bool = False,
               progress: bool = True, spec_file: str | Path | None = None,
-              executor: Any = None) -> StudyResult:
+              executor: Any = None, reuse_from: str | Path | None = None) -> StudyResult:
     """Run (or resume) ``spec`` into ``out``; see the module docstring for the stages.
 
     Every refusal that needs no output (registries, names, sizes, bundles, camera
-    files, free space: :func:`bench.study.preflight.check_study`) comes before
-    ``out`` is created; ``out`` is locked while the run writes it. ``executor``
+    files, free space: :func:`bench.study.preflight.check_study`; an unfit ``reuse_from``)
+    comes before ``out`` is created; ``out`` is locked while the run writes it. ``executor``
     (:class:`bench.study.executors.ExecutorConfig`; default serial) runs the rollouts.
+    ``reuse_from``: an earlier study output whose rows this study plans are copied, checked
+    (:mod:`bench.study.reuse`), instead of run again.
     """
     from bench.study.analysis import analyse
     from bench.study.preflight import check_study
@@ -503,11 +509,26 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
     from bench.study.executors import check_executor
 
     check_executor(executor)  # e.g. an unreachable ray --address: refused before out exists
+    source = None
+    if reuse_from is not None:
+        from bench.study.reuse import check_source
+
+        source = check_source(spec, reuse_from, out=out)
+        inputs = [*inputs, source.path]  # --overwrite must not delete it
     store = open_output(spec, out, resume=resume, overwrite=overwrite, inputs=inputs)
+    reused = None
     try:
         record_real_source(spec, out, store, real)
         _log("preparing condition bundles")
         bundles = prepare_conditions(spec, out, store, progress=progress)
+        if source is not None:  # before quality and rollouts: they then do only what is missing
+            from bench.study.reuse import reuse_from as reuse_rows
+
+            _log(f"reusing rollouts of {source.given}")
+            reused = reuse_rows(spec, store, source, bundles=bundles, out=out,
+                                progress=progress, executor=executor)
+            _log(f"reused {reused.rows} rollouts and {reused.quality_rows} quality rows of "
+                 f"{source.given}; {len(reused.checked)} re-run as the spot check (identical)")
         _log("scoring quality (Test, OBS-Probe)")
         score_quality(spec, out, store, bundles, progress=progress)
         _log("running paired rollouts")
@@ -545,12 +566,18 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
                     write_sequential_report(spec, sequential, tables_dir, out / "figures")
 
             tables = _write_tables(spec, store, out, analyse, export_extra)
+            from bench.study.reuse import RECORD_FILE
+
+            if (out / RECORD_FILE).is_file() and "files" in tables:  # hashed by a demo manifest
+                tables["files"] = sorted({*tables["files"], RECORD_FILE})
             skipped = (tables.get("reliability") or {}).get("skipped")
             if skipped:  # said, not silent: bench reliability-inputs would find no labels
                 _log(f"no reliability tables: {skipped}")
     finally:
         store.close()  # releases the output lock too
-    return StudyResult(out=out, bundles=bundles, new_rollouts=ran, tables=tables)
+    checked = len(reused.checked) if reused is not None else 0  # run here too, stored as new
+    return StudyResult(out=out, bundles=bundles, new_rollouts=ran + checked, tables=tables,
+                       reuse=reused)
 
 
 def _write_tables(spec: StudySpec, store: ResultsStore, out: Path, analyse: Any,
