@@ -65,6 +65,12 @@ def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
                    "still plans (e.g. after one task's policy pair changed), after re-running "
                    "one per (scene, task, policy, domain) as a check; DIR is only read "
                    "(docs/studies.md)")
+    p.add_argument("--pair", action="append", default=None, metavar="TASK=POLICY_A,POLICY_B",
+                   help="run TASK with another pair of registered learned policies (shipped "
+                   "weights for TASK) instead of the shipped pair; repeatable, one per task, "
+                   "the other tasks keep theirs. A pair other than the shipped one gives "
+                   "results the committed tables (results/) do not hold: write it to its own "
+                   "--out (docs/demo.md)")
     p.add_argument("--time-limits", default="profile", choices=("profile", "yubi"),
                    help="rollout time limits: the profile's (paper: measured from held-out "
                    "starts, docs/demo.md) or YUBI's (600 frames, 1,800 for Duo Tape/Pen and "
@@ -104,8 +110,13 @@ def run(args: argparse.Namespace) -> int:
     config = DemoConfig(out=Path(args.out or "."), profile=profile, seed=args.seed,
                         overwrite=args.overwrite, time_limits=args.time_limits,
                         resume=args.resume, **options,
-                        reuse_from=None if args.reuse_from is None else Path(args.reuse_from))
+                        reuse_from=None if args.reuse_from is None else Path(args.reuse_from),
+                        pairs=_pairs(args.pair))
     spec = config.study_spec()  # every refusal of the options before anything runs
+    if config.unshipped_note():
+        import sys
+
+        print(f"[bench demo] {config.unshipped_note()}", file=sys.stderr)
     if config.reuse_from is not None:  # refused before --out is touched
         from bench.study.reuse import check_source
 
@@ -217,6 +228,25 @@ def _tasks(text: str) -> tuple[str, ...]:
     if not tasks or bad:
         raise BenchError(f"--tasks must name cup, tape and/or pen, got {text!r}")
     return tasks
+
+
+def _pairs(values: list[str] | None) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """The ``--pair TASK=POLICY_A,POLICY_B`` values as ``DemoConfig.pairs`` (None: none given).
+
+    Only the form is checked here; the policies, the tasks and repeats are checked by
+    ``DemoConfig.policy_pairs`` (one line each).
+    """
+    from bench.errors import BenchError
+
+    pairs = []
+    for value in values or ():
+        task, sep, names = value.partition("=")
+        policies = tuple(n.strip() for n in names.split(","))
+        if not sep or not task.strip() or not all(policies):
+            raise BenchError(f"--pair must be TASK=POLICY_A,POLICY_B (e.g. "
+                             f"tape=bc-aux-dagger,bc-large), got {value!r}")
+        pairs.append((task.strip().lower(), policies))
+    return tuple(pairs) or None
 
 
 def _tasks_and_recipes(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -225,6 +225,12 @@ class DemoConfig:
             every finished rollout); False stages the run and moves it into place at the end.
         reuse_from: An earlier demo output whose rollouts this run still plans are copied,
             checked, instead of run again (:mod:`bench.study.reuse`); None runs them all.
+        pairs: ``((task, (pi_1, pi_2)), ...)``: another registered learned pair for each task
+            given (``--pair TASK=POLICY_A,POLICY_B``; a ``{task: pair}`` mapping is accepted
+            and stored in this form); the other tasks keep
+            :data:`bench.policies.learned.DEMO_POLICIES`. None: the shipped pairs. Checked by
+            :meth:`policy_pairs`; a pair other than the shipped one gives results the
+            committed tables do not hold.
     """
 
     out: Path
@@ -238,6 +244,11 @@ class DemoConfig:
     time_limits: str = "profile"
     resume: bool = False
     reuse_from: Path | None = field(default=None, kw_only=True)
+    pairs: tuple[tuple[str, tuple[str, ...]], ...] | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.pairs is not None:  # lists (config.json) or a mapping -> hashable tuples
+            object.__setattr__(self, "pairs", _pairs_tuple(self.pairs))
 
     def resolved_profile(self) -> DemoProfile:
         """The profile with this config's overrides applied."""
@@ -259,7 +270,54 @@ class DemoConfig:
 
     def study_spec(self):
         """The :class:`~bench.study.spec.StudySpec` this demo runs (the profile as a preset)."""
-        return profile_spec(self.resolved_profile(), seed=self.seed)
+        profile = self.resolved_profile()
+        return profile_spec(profile, seed=self.seed, pairs=self.policy_pairs(profile.tasks))
+
+    def policy_pairs(self, tasks: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+        """``pairs`` as ``{task: (pi_1, pi_2)}``, each refused in one line naming ``--pair``.
+
+        Refused: not exactly two policies, the same policy twice, a task given twice or not
+        among ``tasks`` (the run's), a name the policy registry does not hold, and a policy
+        without shipped weights for its task (not a learned policy, or one whose registry
+        ``tasks`` or weight folder lacks the task).
+        """
+        from bench.errors import BenchError
+
+        chosen: dict[str, tuple[str, str]] = {}
+        for task, pair in self.pairs or ():
+            flag = f"--pair {task}={','.join(pair)}"
+            if len(pair) != 2:
+                raise BenchError(f"{flag}: give exactly two policies (TASK=POLICY_A,POLICY_B), "
+                                 f"got {len(pair)}")
+            if pair[0] == pair[1]:
+                raise BenchError(f"{flag}: the pair names {pair[0]!r} twice; give two "
+                                 "different policies")
+            if task in chosen:
+                raise BenchError(f"--pair gives task {task!r} twice; give one pair per task")
+            if task not in tasks:
+                raise BenchError(f"{flag}: task {task!r} is not among this run's tasks "
+                                 f"{list(tasks)} (--profile {self.profile}, --tasks)")
+            for name in pair:
+                _check_pair_policy(flag, name, task)
+            chosen[task] = (pair[0], pair[1])
+        return chosen
+
+    def unshipped_pairs(self) -> dict[str, tuple[tuple[str, str], tuple[str, str]]]:
+        """``{task: (given pair, shipped pair)}`` for each ``--pair`` other than the shipped."""
+        from bench.policies.learned import DEMO_POLICIES
+
+        given = self.policy_pairs(self.resolved_profile().tasks)
+        return {t: (pair, tuple(DEMO_POLICIES[t])) for t, pair in given.items()
+                if pair != tuple(DEMO_POLICIES[t])}
+
+    def unshipped_note(self) -> str:
+        """One line naming the ``--pair`` pairs the committed tables do not hold ('' if none)."""
+        changed = self.unshipped_pairs()
+        if not changed:
+            return ""
+        return ("policy pairs other than the shipped ones (--pair): " + "; ".join(
+            f"{t} {a} vs {b} (shipped: {c} vs {d})" for t, ((a, b), (c, d)) in changed.items())
+            + "; the committed tables do not hold these results")
 
     def executor(self):
         """The :class:`~bench.study.executors.ExecutorConfig` of the rollouts."""
@@ -270,15 +328,69 @@ class DemoConfig:
             ExecutorConfig()
 
 
-def profile_spec(profile: DemoProfile, *, seed: int = 0):
-    """``profile`` as a :class:`~bench.study.spec.StudySpec` on the demo's assets."""
+def _pairs_tuple(pairs: Any) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """``DemoConfig.pairs`` in its stored form: ``((task, (policy, ...)), ...)``; () -> None."""
+    from bench.errors import BenchError
+
+    bad = BenchError(f"pairs must be (task, (policy_a, policy_b)) items (--pair "
+                     f"TASK=POLICY_A,POLICY_B), got {pairs!r}")
+    result = []
+    try:
+        for task, pair in (pairs.items() if isinstance(pairs, dict) else pairs):
+            if not isinstance(task, str) or isinstance(pair, str) or \
+                    not all(isinstance(name, str) for name in pair):
+                raise bad
+            result.append((task, tuple(pair)))
+    except (TypeError, ValueError):
+        raise bad from None
+    return tuple(result) or None
+
+
+def _has_weights(name: str, task: str) -> bool:
+    """Whether registered policy ``name`` is learned, registered for ``task`` and ships weights."""
+    from bench.policies import POLICIES
+    from bench.policies.learned import LEARNED_VARIANTS, policy_dir
+
+    meta = POLICIES.entry(name).meta
+    weights = LEARNED_VARIANTS.get(name, (name,))[0]  # a deployment variant: its recipe's
+    return bool(meta.get("learned")) and task in meta.get("tasks", ()) and \
+        (policy_dir(weights, task) / "model.safetensors").is_file()
+
+
+def _check_pair_policy(flag: str, name: str, task: str) -> None:
+    """Refuse ``name`` on ``task`` unless it is a registered learned policy with weights there."""
+    from bench.errors import BenchError
+    from bench.policies import POLICIES
+
+    try:
+        entry = POLICIES.entry(name)  # the registry StudySpec.validate_registries reads
+    except ValueError as error:  # unknown name, with close matches and the known ones
+        raise BenchError(f"{flag}: {error}") from None
+    if _has_weights(name, task):
+        return
+    have = ", ".join(n for n in POLICIES.names() if _has_weights(n, task))
+    if not entry.meta.get("learned"):
+        raise BenchError(f"{flag}: policy {name!r} has no shipped weights (not a learned "
+                         f"policy); the demo compares learned policies, for {task}: {have}")
+    raise BenchError(f"{flag}: policy {name!r} has no shipped weights for task {task!r} "
+                     f"(registered for {', '.join(entry.meta.get('tasks', ())) or 'no task'}); "
+                     f"learned policies with {task} weights: {have}")
+
+
+def profile_spec(profile: DemoProfile, *, seed: int = 0,
+                 pairs: dict[str, tuple[str, str]] | None = None):
+    """``profile`` as a :class:`~bench.study.spec.StudySpec` on the demo's assets.
+
+    ``pairs``: ``{task: (pi_1, pi_2)}`` replacing the shipped pair of those tasks (checked
+    by :meth:`DemoConfig.policy_pairs`).
+    """
     from bench.study.spec import StudySpec
 
     assets = demo_assets()
     settings = assets.pop("real_world")  # rig and render settings of the real domain
     extra = {c: per_scene for c, per_scene in assets.pop("extra_conditions").items()
              if c in profile.coverage}
-    policies = {t: assets["policies"][t] for t in profile.tasks}
+    policies = {t: tuple((pairs or {}).get(t, assets["policies"][t])) for t in profile.tasks}
     scenes = list(assets.get("sample_scenes", {})) + list(assets.get("scenes", {}))
     max_frames = profile.max_frames
     if max_frames is None:
@@ -496,6 +608,8 @@ def stage_summary(ctx: DemoContext) -> None:
                 _agreement_interval(r["correct"], r["eligible"]), r["accuracy"], r["mae"],
                 r["mmrv"], r["pearson"]] for r in ctx.study["ranking"]]
     text = markdown_text(columns, rows, title="Conditions")
+    if ctx.config.unshipped_note():
+        text = f"Note: {ctx.config.unshipped_note()}.\n\n" + text
     text += "\n" + markdown_text(
         ["condition", "agree/eligible", "95 % Wilson", "Acc_rank", "MAE (pp)", "MMRV", "Pearson"],
         ranking, title=f"Ranking agreement with the real domain ({ctx.study['real_source']})",
@@ -590,14 +704,9 @@ def _run_stages(config: DemoConfig, tmp: Path) -> None:
         stage(ctx)
         ctx.timings[name] = round(time.perf_counter() - started, 3)
         print(f"[bench demo] stage {name} done in {ctx.timings[name]:.1f}s", file=sys.stderr)
-    import dataclasses
-
     from bench.numerics import numerics_record
 
-    atomic_write_json(tmp / "config.json", {
-        **{f.name: getattr(config, f.name) for f in dataclasses.fields(config)},
-        "resolved_profile": config.resolved_profile(),
-        "executor": config.executor().to_json()})
+    atomic_write_json(tmp / "config.json", config_record(config))
     manifest = make_manifest(tool=f"demo/{VERSION}", params=config, seed=config.seed,
                              outputs=ctx.outputs,
                              counts={"conditions": len(ctx.records)},
@@ -609,3 +718,17 @@ def _run_stages(config: DemoConfig, tmp: Path) -> None:
 
     write_report_or_warn(tmp)  # report/ (its own manifest.json), after the demo's
     print(f"[bench demo] wall time by stage (s): {ctx.timings}", file=sys.stderr)
+
+
+def config_record(config: DemoConfig) -> dict[str, Any]:
+    """What ``config.json`` holds: every field, the resolved profile and the executor.
+
+    ``pairs`` is written as ``[[task, [pi_1, pi_2]], ...]`` (null: the shipped pairs);
+    ``DemoConfig(**{f.name: record[f.name] for f in dataclasses.fields(DemoConfig)})`` gives
+    the config back (``out`` and ``reuse_from`` as strings).
+    """
+    import dataclasses
+
+    return {**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)},
+            "resolved_profile": config.resolved_profile(),
+            "executor": config.executor().to_json()}
