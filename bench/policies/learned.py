@@ -133,6 +133,12 @@ def _register() -> None:
                            "proprio only at run time)",
         "bc-aux-dagger-half": "bc-aux fine-tuned on DAgger rounds of 30 rollouts each instead "
                               "of 60 (wrist images + proprio only at run time)",
+        "bc-aux-blur": "bc-aux trained with blur augmentation (wrist images + proprio only "
+                       "at run time)",
+        "bc-aux-dagger-blur": "bc-aux-blur fine-tuned on two DAgger rounds (wrist images + "
+                              "proprio only at run time)",
+        "bc-aux-dagger-blur-5": "bc-aux-blur fine-tuned on five DAgger rounds (wrist images + "
+                                "proprio only at run time)",
         "bc-aux-dagger": "bc-aux fine-tuned on DAgger rounds: its own rollouts labelled by "
                          "the expert (wrist images + proprio only at run time)",
     }

@@ -191,10 +191,10 @@ def test_shipped_weights_load_with_their_config_and_manifest(task: str) -> None:
 
 
 def test_shipped_assets_stay_small() -> None:
-    # 12 weight files (4 recipes x 3 tasks) of 80k-109k parameters, 4.5 MB; the issue's
-    # budget for every demo asset together is ~50 MB (scenes and captures: test_demo_build.py)
+    # 18 weight files of 80k-109k parameters (0.44 MB each), 7.1 MB; issue 33's budget for
+    # every demo asset together is 60 MB (scenes and captures: test_demo_build.py, ~31 MB)
     total = sum(p.stat().st_size for p in ASSETS.rglob("*") if p.is_file())
-    assert 0 < total < 6e6
+    assert 0 < total < 8e6
 
 
 def test_one_real_domain_query_any_image_size(cup_query) -> None:
