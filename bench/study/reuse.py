@@ -11,8 +11,9 @@ earlier study's store, checked, so that only the missing rollouts run:
    which cells exist (:data:`FREE_FIELDS`, and :data:`PER_ENTRY_FIELDS` where both studies
    have the entry: :func:`spec_difference`);
 2. the rows to reuse: planned by the new spec (:func:`bench.study.plan.rollout_plan`),
-   stored in the source, missing from the new store, and run on a bundle whose manifest
-   sha256 is the new bundle's (a changed bundle is refused);
+   stored in the source, missing from the new store, run under the same (scene, task) time
+   limit (a changed limit runs that cell again: :func:`same_limit`) and on a bundle whose
+   manifest sha256 is the new bundle's (a changed bundle is refused);
 3. the spot check: per reused (scene, task, policy, domain) group one rollout - the lowest
    planned trial of the first planned condition with a reusable row - run again with the
    new study's env and policies by its executor and compared with the source's row in
@@ -62,8 +63,9 @@ SPEC_FILE = "study.json"  # bench.study.runner.SPEC_FILE (a higher floor)
 #: Spec fields that only select which cells exist: free to differ.
 FREE_FIELDS = ("policies", "trials", "real_trials", "tasks", "conditions", "metrics")
 #: Spec fields whose entries select cells: free to differ where only one study has the entry
-#: (an extra condition's per-scene paths, a policy label's ref, a (scene, task) time limit).
-PER_ENTRY_FIELDS = ("extra_conditions", "policy_refs", "max_frames")
+#: (an extra condition's per-scene paths, a policy label's ref). ``max_frames`` may differ
+#: too, but a (scene, task) whose limit differs is run again (:func:`same_limit`).
+PER_ENTRY_FIELDS = ("extra_conditions", "policy_refs")
 #: Columns the spot check compares: every non-key column (none is wall-clock).
 CHECKED_COLUMNS = tuple(c for c in ROLLOUT_COLUMNS if c not in ROLLOUT_KEY)
 #: Quality protocols copied (OBS-Policy is scored later from the frames).
@@ -106,13 +108,25 @@ def _limit(max_frames: Any, scene: str, task: str) -> int | None:
     return max_frames
 
 
+def same_limit(source: Mapping[str, Any], spec: StudySpec, scene: str, task: str) -> bool:
+    """Whether ``source`` (a stored spec JSON) ran (scene, task) under ``spec``'s time limit.
+
+    A rollout's outcome depends on its limit, so the rows of a (scene, task) whose limit
+    changed (e.g. re-measured for a new policy pair) are run again, never reused.
+    """
+    default = _defaults()["max_frames"]
+    theirs = _limit(source.get("max_frames", default), scene, task)
+    return theirs == spec.frames_limit(scene, task)
+
+
 def spec_difference(source: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Top-level fields of two spec JSONs that forbid reusing ``source``'s rows for ``new``.
 
     :data:`FREE_FIELDS` may differ; :data:`PER_ENTRY_FIELDS` only where both have the entry
     and use it: an extra condition in both must have the same per-scene paths, a policy
-    label both studies run the same ref (or none in both), a (scene, task) both run the same
-    time limit. Every other field must be equal (``name`` too: it is part of the row key).
+    label both studies run the same ref (or none in both). ``max_frames`` may differ: a
+    (scene, task) whose limit differs has none of its rows reused (:func:`same_limit`).
+    Every other field must be equal (``name`` too: it is part of the row key).
     """
     defaults = _defaults()
 
@@ -134,9 +148,7 @@ def spec_difference(source: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
             a, b = a or {}, b or {}
             same = all(a.get(p) == b.get(p) for p in labels(source) & labels(new))
         elif key == "max_frames":
-            scenes = [*(get(new, "sample_scenes") or {}), *(get(new, "scenes") or {})]
-            tasks = set(get(source, "tasks") or ()) & set(get(new, "tasks") or ())
-            same = all(_limit(a, s, t) == _limit(b, s, t) for s in scenes for t in tasks)
+            continue  # per (scene, task): a changed limit keeps that cell's rows out
         else:
             same = a == b
         if not same:
@@ -197,7 +209,9 @@ def count_reusable(spec: StudySpec, source: ReuseSource) -> tuple[int, int]:
                for policy in spec.policies[task]]
     with ResultsStore.open_read_only(source.path / DB_NAME) as src:
         stored = {row.key for row in src.rollouts(spec.name)}
-    return sum(key in stored for key in planned), len(planned)
+    held = sum(key in stored and same_limit(source.spec, spec, key[1], key[3])
+               for key in planned)
+    return held, len(planned)
 
 
 # --------------------------------------------------------------------------- the report
@@ -330,7 +344,8 @@ def _reusable_rows(spec: StudySpec, store: ResultsStore, src: ResultsStore,
         for policy in spec.policies[task]:
             key = (spec.name, scene, cond, task, policy, domain, trial)
             row = stored.get(key)
-            if row is None or store.has_rollout(key):
+            if row is None or store.has_rollout(key) \
+                    or not same_limit(found.spec, spec, scene, task):
                 continue
             sha = bundles[(scene, cond)].manifest_sha256
             if row.manifest_sha256 != sha:  # the row names the bundle it ran on

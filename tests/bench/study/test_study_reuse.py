@@ -91,6 +91,17 @@ def test_reuse_copies_the_kept_policys_rows_and_matches_a_fresh_run(source, fres
         assert json.loads(store.get_meta(META_KEY)) == records
 
 
+def test_a_changed_time_limit_runs_that_cell_again(source, tmp_path):
+    # the source ran cup in room "a" under 120 frames; under 90 none of its rows may be reused
+    out = tmp_path / "new"
+    result = run_study(NEW_SPEC.replace(max_frames={"a": {"cup": 90}}), out, progress=False,
+                       reuse_from=source)
+    assert result.reuse.rows == 0 and not result.reuse.checked
+    assert result.new_rollouts == 12
+    with ResultsStore.open_read_only(out / "results.sqlite") as store:
+        assert {row.frames <= 90 for row in store.rollouts()} == {True}
+
+
 @pytest.mark.parametrize(("change", "field"), [({"seed": 1}, "seed"),
                                                ({"image_size": (64, 64)}, "image_size")])
 def test_a_source_with_another_setting_is_refused_naming_it(source, tmp_path, change, field):
@@ -110,7 +121,7 @@ def test_spec_difference_allows_only_the_fields_that_select_cells():
                                      conditions=("clean", "hole-90", "clean-repeat"),
                                      policies={"cup": ("expert", "hold")})) == []
     assert spec_difference(base, new(name="other", seed=3)) == ["name", "seed"]
-    assert spec_difference(base, new(max_frames=200)) == ["max_frames"]
+    assert spec_difference(base, new(max_frames=200)) == []  # per cell: test_a_changed_limit...
     refs = {**base, "policy_refs": {"visual-servo": "pkg.mod:factory"}}
     assert spec_difference(refs, base) == ["policy_refs"]  # a label both run, another policy
     extra = {**base, "extra_conditions": {"retrained": {"a": "scenes/a/retrained"}}}
