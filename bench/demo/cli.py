@@ -71,6 +71,10 @@ def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
                    "the other tasks keep theirs. A pair other than the shipped one gives "
                    "results the committed tables (results/) do not hold: write it to its own "
                    "--out (docs/demo.md)")
+    p.add_argument("--max-frames", action="append", default=None, metavar="TASK=FRAMES",
+                   help="rollout time limit for TASK in 10 Hz frames instead of the profile's "
+                   "(e.g. the limit measured for a --pair); results then differ from the "
+                   "committed tables")
     p.add_argument("--time-limits", default="profile", choices=("profile", "yubi"),
                    help="rollout time limits: the profile's (paper: measured from held-out "
                    "starts, docs/demo.md) or YUBI's (600 frames, 1,800 for Duo Tape/Pen and "
@@ -111,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                         overwrite=args.overwrite, time_limits=args.time_limits,
                         resume=args.resume, **options,
                         reuse_from=None if args.reuse_from is None else Path(args.reuse_from),
-                        pairs=_pairs(args.pair))
+                        pairs=_pairs(args.pair), frame_limits=_frame_limits(args.max_frames))
     spec = config.study_spec()  # every refusal of the options before anything runs
     if config.unshipped_note():
         import sys
@@ -247,6 +251,28 @@ def _pairs(values: list[str] | None) -> tuple[tuple[str, tuple[str, ...]], ...] 
                              f"tape=bc-aux-dagger,bc-large), got {value!r}")
         pairs.append((task.strip().lower(), policies))
     return tuple(pairs) or None
+
+
+def _frame_limits(values: list[str] | None) -> tuple[tuple[str, int], ...] | None:
+    """The ``--max-frames TASK=FRAMES`` values as ``DemoConfig.frame_limits`` (None: none).
+
+    Only the form is checked here; the tasks, repeats and bounds are checked by
+    ``DemoConfig.frame_limit_overrides`` (one line each).
+    """
+    from bench.errors import BenchError
+
+    limits = []
+    for value in values or ():
+        task, sep, frames = value.partition("=")
+        try:
+            number = int(frames.strip())
+        except ValueError:
+            number = None
+        if not sep or not task.strip() or number is None:
+            raise BenchError(f"--max-frames must be TASK=FRAMES, FRAMES a whole number of 10 Hz "
+                             f"frames (e.g. tape=350), got {value!r}")
+        limits.append((task.strip().lower(), number))
+    return tuple(limits) or None
 
 
 def _tasks_and_recipes(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...]]:

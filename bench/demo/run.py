@@ -231,6 +231,12 @@ class DemoConfig:
             :data:`bench.policies.learned.DEMO_POLICIES`. None: the shipped pairs. Checked by
             :meth:`policy_pairs`; a pair other than the shipped one gives results the
             committed tables do not hold.
+        frame_limits: ``((task, frames), ...)``: the rollout time limit of each task given, in
+            10 Hz frames, in every scene, instead of the profile's (``--max-frames
+            TASK=FRAMES``, e.g. the limit measured for a ``--pair``; a ``{task: frames}``
+            mapping is accepted and stored in this form); the other tasks keep the profile's.
+            None: the profile's limits. Checked by :meth:`frame_limit_overrides`; a limit
+            other than the profile's gives results the committed tables do not hold.
     """
 
     out: Path
@@ -245,10 +251,13 @@ class DemoConfig:
     resume: bool = False
     reuse_from: Path | None = field(default=None, kw_only=True)
     pairs: tuple[tuple[str, tuple[str, ...]], ...] | None = field(default=None, kw_only=True)
+    frame_limits: tuple[tuple[str, int], ...] | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.pairs is not None:  # lists (config.json) or a mapping -> hashable tuples
             object.__setattr__(self, "pairs", _pairs_tuple(self.pairs))
+        if self.frame_limits is not None:  # likewise
+            object.__setattr__(self, "frame_limits", _frame_limits_tuple(self.frame_limits))
 
     def resolved_profile(self) -> DemoProfile:
         """The profile with this config's overrides applied."""
@@ -266,7 +275,38 @@ class DemoConfig:
                  if getattr(self, k) is not None}
         if self.time_limits == "yubi":
             given["max_frames"] = None
+        limits = self.frame_limit_overrides(given.get("tasks", base.tasks))
+        if limits:  # {task: frames} (every scene, profile_spec) with the given tasks' limits
+            frames = base.max_frames
+            per_task = dict(frames) if isinstance(frames, dict) else \
+                {t: frames for t in given.get("tasks", base.tasks)}
+            given["max_frames"] = per_task | limits
         return dataclasses.replace(base, **given)
+
+    def frame_limit_overrides(self, tasks: tuple[str, ...]) -> dict[str, int]:
+        """``frame_limits`` as ``{task: frames}``, each refused in one line naming ``--max-frames``.
+
+        Refused: with ``time_limits="yubi"`` (one or the other), a task given twice or not
+        among ``tasks`` (the run's), and a limit that is not a whole number in
+        [1, :data:`bench.safety.MAX_EPISODE_FRAMES`].
+        """
+        from bench.errors import BenchError
+        from bench.safety import check_episode_frames
+
+        if self.frame_limits and self.time_limits == "yubi":
+            raise BenchError("--max-frames and --time-limits yubi contradict (--max-frames "
+                             "replaces some of the profile's limits); give one or the other")
+        chosen: dict[str, int] = {}
+        for task, frames in self.frame_limits or ():
+            flag = f"--max-frames {task}={frames}"
+            if task in chosen:
+                raise BenchError(f"--max-frames gives task {task!r} twice; give one limit per "
+                                 "task")
+            if task not in tasks:
+                raise BenchError(f"{flag}: task {task!r} is not among this run's tasks "
+                                 f"{list(tasks)} (--profile {self.profile}, --tasks)")
+            chosen[task] = check_episode_frames(frames, what=flag)
+        return chosen
 
     def study_spec(self):
         """The :class:`~bench.study.spec.StudySpec` this demo runs (the profile as a preset)."""
@@ -310,14 +350,33 @@ class DemoConfig:
         return {t: (pair, tuple(DEMO_POLICIES[t])) for t, pair in given.items()
                 if pair != tuple(DEMO_POLICIES[t])}
 
+    def changed_frame_limits(self) -> dict[str, tuple[int, int | None]]:
+        """``{task: (given limit, profile's limit)}`` for each ``--max-frames`` that differs."""
+        profile = get_profile(self.profile)
+        limits = self.frame_limit_overrides(self.resolved_profile().tasks)
+        base = profile.max_frames
+        theirs = {t: base.get(t) if isinstance(base, dict) else base for t in limits}
+        return {t: (f, theirs[t]) for t, f in limits.items() if f != theirs[t]}
+
     def unshipped_note(self) -> str:
-        """One line naming the ``--pair`` pairs the committed tables do not hold ('' if none)."""
+        """One line naming what the committed tables do not hold ('' if none).
+
+        The ``--pair`` pairs other than the shipped ones and the ``--max-frames`` limits other
+        than the profile's.
+        """
+        parts = []
         changed = self.unshipped_pairs()
-        if not changed:
+        if changed:
+            parts.append("policy pairs other than the shipped ones (--pair): " + "; ".join(
+                f"{t} {a} vs {b} (shipped: {c} vs {d})"
+                for t, ((a, b), (c, d)) in changed.items()))
+        limits = self.changed_frame_limits()
+        if limits:
+            parts.append("time limits other than the profile's (--max-frames): " + ", ".join(
+                f"{t} {f} frames (profile's: {p})" for t, (f, p) in limits.items()))
+        if not parts:
             return ""
-        return ("policy pairs other than the shipped ones (--pair): " + "; ".join(
-            f"{t} {a} vs {b} (shipped: {c} vs {d})" for t, ((a, b), (c, d)) in changed.items())
-            + "; the committed tables do not hold these results")
+        return "; ".join(parts) + "; the committed tables do not hold these results"
 
     def executor(self):
         """The :class:`~bench.study.executors.ExecutorConfig` of the rollouts."""
@@ -341,6 +400,27 @@ def _pairs_tuple(pairs: Any) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
                     not all(isinstance(name, str) for name in pair):
                 raise bad
             result.append((task, tuple(pair)))
+    except (TypeError, ValueError):
+        raise bad from None
+    return tuple(result) or None
+
+
+def _frame_limits_tuple(limits: Any) -> tuple[tuple[str, int], ...] | None:
+    """``DemoConfig.frame_limits`` in its stored form: ``((task, frames), ...)``; () -> None.
+
+    Only the form is checked here; the limits themselves by
+    :meth:`DemoConfig.frame_limit_overrides`.
+    """
+    from bench.errors import BenchError
+
+    bad = BenchError(f"frame_limits must be (task, frames) items (--max-frames "
+                     f"TASK=FRAMES), got {limits!r:.80}")
+    result = []
+    try:
+        for task, frames in (limits.items() if isinstance(limits, dict) else limits):
+            if not isinstance(task, str) or not isinstance(frames, (int, float, str)):
+                raise bad  # a number that is not a whole one: frame_limit_overrides
+            result.append((task, frames))
     except (TypeError, ValueError):
         raise bad from None
     return tuple(result) or None
@@ -723,7 +803,8 @@ def _run_stages(config: DemoConfig, tmp: Path) -> None:
 def config_record(config: DemoConfig) -> dict[str, Any]:
     """What ``config.json`` holds: every field, the resolved profile and the executor.
 
-    ``pairs`` is written as ``[[task, [pi_1, pi_2]], ...]`` (null: the shipped pairs);
+    ``pairs`` is written as ``[[task, [pi_1, pi_2]], ...]`` (null: the shipped pairs),
+    ``frame_limits`` as ``[[task, frames], ...]`` (null: the profile's limits);
     ``DemoConfig(**{f.name: record[f.name] for f in dataclasses.fields(DemoConfig)})`` gives
     the config back (``out`` and ``reuse_from`` as strings).
     """
