@@ -527,8 +527,12 @@ def run_study(spec: StudySpec, out: str | Path, *, resume: bool = False, overwri
             _log(f"reusing rollouts of {source.given}")
             reused = reuse_rows(spec, store, source, bundles=bundles, out=out,
                                 progress=progress, executor=executor)
-            _log(f"reused {reused.rows} rollouts and {reused.quality_rows} quality rows of "
-                 f"{source.given}; {len(reused.checked)} re-run as the spot check (identical)")
+            if reused.rows or reused.quality_rows or reused.checked:
+                _log(f"reused {reused.rows} rollouts and {reused.quality_rows} quality rows of "
+                     f"{source.given}; {len(reused.checked)} re-run as the spot check "
+                     "(identical)")
+            else:  # a resumed run: the first attempt copied them
+                _log(f"nothing left to reuse from {source.given}")
         _log("scoring quality (Test, OBS-Probe)")
         score_quality(spec, out, store, bundles, progress=progress)
         _log("running paired rollouts")
