@@ -117,10 +117,11 @@ def run(args: argparse.Namespace) -> int:
                         reuse_from=None if args.reuse_from is None else Path(args.reuse_from),
                         pairs=_pairs(args.pair), frame_limits=_frame_limits(args.max_frames))
     spec = config.study_spec()  # every refusal of the options before anything runs
-    if config.unshipped_note():
+    note = config.unshipped_note()
+    if note:
         import sys
 
-        print(f"[bench demo] {config.unshipped_note()}", file=sys.stderr)
+        print(f"[bench demo] {note}", file=sys.stderr)
     if config.reuse_from is not None:  # refused before --out is touched
         from bench.study.reuse import check_source
 
@@ -234,45 +235,48 @@ def _tasks(text: str) -> tuple[str, ...]:
     return tasks
 
 
-def _pairs(values: list[str] | None) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
-    """The ``--pair TASK=POLICY_A,POLICY_B`` values as ``DemoConfig.pairs`` (None: none given).
+def _per_task(values: list[str] | None, *, flag: str, form: str, example: str,
+              parse: Any) -> tuple[tuple[str, Any], ...] | None:
+    """Repeated ``TASK=VALUE`` flags as ``((task, parse(VALUE)), ...)`` (None: none given).
 
-    Only the form is checked here; the policies, the tasks and repeats are checked by
-    ``DemoConfig.policy_pairs`` (one line each).
+    Only the form is checked here (``parse`` returns None for a bad VALUE); the tasks, repeats
+    and values themselves are checked by :class:`DemoConfig` (one line each).
     """
     from bench.errors import BenchError
 
-    pairs = []
+    items = []
     for value in values or ():
-        task, sep, names = value.partition("=")
-        policies = tuple(n.strip() for n in names.split(","))
-        if not sep or not task.strip() or not all(policies):
-            raise BenchError(f"--pair must be TASK=POLICY_A,POLICY_B (e.g. "
-                             f"tape=bc-aux-dagger,bc-large), got {value!r}")
-        pairs.append((task.strip().lower(), policies))
-    return tuple(pairs) or None
+        task, sep, rest = value.partition("=")
+        parsed = parse(rest) if sep else None
+        if not task.strip() or parsed is None:
+            raise BenchError(f"{flag} must be {form} (e.g. {example}), got {value!r}")
+        items.append((task.strip().lower(), parsed))
+    return tuple(items) or None
+
+
+def _policy_names(text: str) -> tuple[str, ...] | None:
+    names = tuple(n.strip() for n in text.split(","))
+    return names if all(names) else None
+
+
+def _whole_number(text: str) -> int | None:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def _pairs(values: list[str] | None) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """``--pair TASK=POLICY_A,POLICY_B`` as ``DemoConfig.pairs`` (checked by ``policy_pairs``)."""
+    return _per_task(values, flag="--pair", form="TASK=POLICY_A,POLICY_B",
+                     example="tape=bc-aux-dagger,bc-large", parse=_policy_names)
 
 
 def _frame_limits(values: list[str] | None) -> tuple[tuple[str, int], ...] | None:
-    """The ``--max-frames TASK=FRAMES`` values as ``DemoConfig.frame_limits`` (None: none).
-
-    Only the form is checked here; the tasks, repeats and bounds are checked by
-    ``DemoConfig.frame_limit_overrides`` (one line each).
-    """
-    from bench.errors import BenchError
-
-    limits = []
-    for value in values or ():
-        task, sep, frames = value.partition("=")
-        try:
-            number = int(frames.strip())
-        except ValueError:
-            number = None
-        if not sep or not task.strip() or number is None:
-            raise BenchError(f"--max-frames must be TASK=FRAMES, FRAMES a whole number of 10 Hz "
-                             f"frames (e.g. tape=350), got {value!r}")
-        limits.append((task.strip().lower(), number))
-    return tuple(limits) or None
+    """``--max-frames TASK=FRAMES`` as ``DemoConfig.frame_limits`` (checked by the config)."""
+    return _per_task(values, flag="--max-frames",
+                     form="TASK=FRAMES, FRAMES a whole number of 10 Hz frames",
+                     example="tape=350", parse=_whole_number)
 
 
 def _tasks_and_recipes(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...]]:

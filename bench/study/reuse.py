@@ -34,10 +34,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sqlite3
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,7 +306,7 @@ def reuse_from(spec: StudySpec, store: ResultsStore, source: str | Path | ReuseS
     from bench.study.faults import RolloutLog
 
     RolloutLog(store.path).close()  # its tables exist before the transaction writes them
-    with _transaction(store) as db:
+    with store.transaction() as db:
         for row in copied:
             store.add_rollout(row)
         for key in keys:  # an error an earlier attempt left is void now
@@ -547,19 +545,6 @@ def _where(columns: tuple[str, ...]) -> str:
 
 def _insert(table: str, columns: tuple[str, ...], *, verb: str = "INSERT") -> str:
     return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-
-
-@contextmanager
-def _transaction(store: ResultsStore) -> Iterator[sqlite3.Connection]:
-    """One transaction on the store's own connection (its writers commit row by row)."""
-    db = store._db
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
 
 
 def _write_record(out: Path, records: list[dict[str, Any]]) -> None:

@@ -30,7 +30,8 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -256,11 +257,17 @@ class ResultsStore:
 
     def _migrate(self, stored: str) -> None:
         """Bring a store of an older schema to :data:`SCHEMA_VERSION` in one transaction."""
+        with self.transaction() as db:
+            for statement in MIGRATIONS[stored]:
+                db.execute(statement)
+            self.set_meta("schema", SCHEMA_VERSION)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One all-or-nothing transaction on the store's connection (it autocommits otherwise)."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            for statement in MIGRATIONS[stored]:
-                self._db.execute(statement)
-            self.set_meta("schema", SCHEMA_VERSION)
+            yield self._db
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -402,17 +409,12 @@ class ResultsStore:
         are replaced: a rollout has the extras of the run that stored it.
         """
         where = " AND ".join(f"{k} = ?" for k in ROLLOUT_KEY)
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            self._db.execute(f"DELETE FROM policy_replies WHERE {where}", tuple(key))
-            self._db.executemany(
+        with self.transaction() as db:
+            db.execute(f"DELETE FROM policy_replies WHERE {where}", tuple(key))
+            db.executemany(
                 f"INSERT INTO policy_replies ({', '.join(REPLY_COLUMNS)}) VALUES "
                 f"({', '.join('?' for _ in REPLY_COLUMNS)})",
                 [(*key, int(query), text) for query, text in rows])
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
 
     def policy_replies(self, study: str | None = None) -> list[dict[str, Any]]:
         """Every stored reply-extras row (of ``study`` if given), sorted by key and query."""
