@@ -115,7 +115,7 @@ def _yubi_max_frames() -> dict[str, dict[str, int]]:
 #: ``python -m bench.demo.time_limits`` (:mod:`bench.demo.time_limits`: expert and both learned
 #: policies from held-out starts in the ground-truth worlds and on the clean reconstructions,
 #: 600-frame measurement limit; rule ceil(1.5 x latest success / 50) x 50; docs/demo.md).
-PAPER_MAX_FRAMES = {"cup": 150, "tape": 650, "pen": 700}
+PAPER_MAX_FRAMES = {"cup": 150, "tape": 400, "pen": 700}
 #: ``--time-limits`` choices: the profile's own limits, or YUBI's (:func:`_yubi_max_frames`).
 TIME_LIMITS = ("profile", "yubi")
 

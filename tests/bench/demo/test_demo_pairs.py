@@ -144,7 +144,7 @@ def test_the_spec_carries_the_limit_for_that_task_in_every_scene_only():
                                                                ["tape"]})
     assert same.study_spec() == shipped and same.unshipped_note() == ""
     assert config.unshipped_note() == ("time limits other than the profile's (--max-frames): "
-                                       "tape 350 frames (profile's: 650); the committed tables "
+                                       "tape 350 frames (profile's: 400); the committed tables "
                                        "do not hold these results")
     # a profile with one limit for every task (quick: 120) keeps it for the other scenes' cells
     quick = DemoConfig(out="x", profile="quick", frame_limits={"cup": 90}).study_spec()
@@ -165,7 +165,7 @@ def test_the_limit_with_a_pair_on_the_paper_profile(tmp_path):
     assert note.startswith("policy pairs other than the shipped ones (--pair): tape "
                            "bc-aux-dagger vs bc-large")
     assert "; time limits other than the profile's (--max-frames): tape 350 frames " \
-        "(profile's: 650); the committed tables do not hold these results" in note
+        "(profile's: 400); the committed tables do not hold these results" in note
     record = json.loads(json.dumps(to_jsonable(config_record(config))))  # as config.json
     assert record["frame_limits"] == [["tape", 350]]
     assert record["resolved_profile"]["max_frames"] == {"cup": 150, "tape": 350, "pen": 700}

@@ -4,7 +4,9 @@ The paper profile takes several sittings of about three hours on 2 cores, and ev
 starts from a fresh clone, so its results store is committed (``results/demo-paper/
 results.sqlite``) at the end of each sitting and the next one continues it with
 ``bench demo --profile paper --out results/demo-paper --resume``. These tests keep that
-store resumable and honest while a run is in progress (the run finished on 2026-12-07):
+store resumable and honest while a run is in progress (the run finished on 2026-12-07; its
+Tape cells were run again with Tape's blur pair the same day, copying the Cup and Pen rows
+with ``--reuse-from``, and the re-run's store replaced the first one's):
 
 - it holds the paper profile's spec exactly as ``--resume`` compares it (any change to the
   paper profile, its policies' ids or its limits would make the store refuse to continue);
