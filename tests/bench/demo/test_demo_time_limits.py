@@ -42,7 +42,13 @@ def test_paper_limits_are_the_committed_measurements():
     manifest = json.loads((MEASURED / "manifest.json").read_text())
     assert manifest["tool"] == TOOL and manifest["counts"]["rollouts"] == len(rows) == 216
     limits = chosen_limits(rows, max_frames=manifest["params"]["max_frames"])
-    assert {t: v["limit"] for t, v in limits.items()} == PAPER_MAX_FRAMES
+    # Tape's limit is the rule's on this measurement. Cup's and Pen's (150, 700) came from the
+    # 2026-12-06 measurement, taken while the paper profile still drew the cube map; on the
+    # direct path it now draws, the rule gives 500 and 850, and the paper run kept 150 / 700
+    # (docs/demo.md, "Time limits, measured": re-running Cup and Pen at them is open)
+    rule_above_the_run = {"cup": 500, "pen": 850}
+    assert {t: v["limit"] for t, v in limits.items()} == {**PAPER_MAX_FRAMES,
+                                                          **rule_above_the_run}
     assert not any(v["censored"] for v in limits.values())
     assert json.loads((MEASURED / "limits.json").read_text())["limits"] == limits
     # the committed per-policy table is summarise() of the committed rows, byte for byte
@@ -50,10 +56,11 @@ def test_paper_limits_are_the_committed_measurements():
     header = list(summary[0])
     assert csv_text(header, [list(s.values()) for s in summary]) == (
         MEASURED / "summary.csv").read_text()
-    # every policy's successes end inside its task's limit, in both domains
-    for r in rows:
-        if r["success"]:
-            assert r["frames"] <= PAPER_MAX_FRAMES[r["task"]]
+    # every policy's successes end inside its task's limit, in both domains, but one: the
+    # measured success that sets Cup's rule above the paper run's limit
+    beyond = [(r["task"], r["scene"], r["domain"], r["policy"], r["start"], r["frames"])
+              for r in rows if r["success"] and r["frames"] > PAPER_MAX_FRAMES[r["task"]]]
+    assert beyond == [("cup", "flat", "sim", "bc-aux", "7006", 330)]
     assert PROFILES["paper"].max_frames == PAPER_MAX_FRAMES
     # measured on the pairs the paper profile runs (a re-chosen pair needs a new measurement)
     from bench.policies.learned import DEMO_POLICIES
