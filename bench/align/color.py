@@ -61,6 +61,26 @@ class ColorFit:
             "iterations": self.iterations,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict) -> ColorFit:
+        """A fit from :meth:`to_dict`'s JSON (only ``coefficients`` is required).
+
+        Raises ValueError when the coefficients are not 3 rows of >= 2 finite numbers or
+        disagree with a given ``degree``.
+        """
+        coefficients = np.asarray(data["coefficients"], np.float64)
+        if coefficients.ndim != 2 or coefficients.shape[0] != 3 or coefficients.shape[1] < 2:
+            raise ValueError(f"coefficients must be 3 rows of degree + 1 >= 2 numbers, got "
+                             f"shape {coefficients.shape}")
+        if not np.all(np.isfinite(coefficients)):
+            raise ValueError("coefficients must be finite")
+        if "degree" in data and data["degree"] != coefficients.shape[1] - 1:
+            raise ValueError(f"degree {data['degree']!r} does not match "
+                             f"{coefficients.shape[1]} coefficients per channel")
+        return cls(coefficients, np.asarray(data.get("residual_rms", np.zeros(3)), np.float64),
+                   np.asarray(data.get("inlier_fraction", np.ones(3)), np.float64),
+                   int(data.get("iterations", 0)))
+
 
 def tukey_weights(residual: np.ndarray, scale: float, c: float = TUKEY_C) -> np.ndarray:  # [M]
     """Tukey bi-weights of the residuals, 0 beyond ``c`` robust scales."""

@@ -26,7 +26,8 @@ from bench.demo.build import (
 
 def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup",
                     starts: tuple[int, ...] = (7000, 7001, 7002),
-                    root: Path | None = None, lights: Any = "study") -> float:
+                    root: Path | None = None, lights: Any = "study",
+                    background_color: Any = None) -> float:
     """Mean PSNR (dB) of the "real" wrist views against the reconstruction's, same states.
 
     Both envs are the ones the demo study itself builds
@@ -41,36 +42,56 @@ def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup",
     simulator's meshes are lit: ``"study"`` (the study's: the shipped fitted lights),
     ``"default"`` (the task world's own headlight and sun) or a
     :class:`bench.sim.lighting.MeshLights` (:mod:`bench.demo.mesh_lights`).
+    ``background_color``: a :class:`bench.align.color.ColorFit` for the simulated
+    background (the spec's ``real_world.background_color``), or None.
+    """
+    import numpy as np
+
+    from metrics.psnr import psnr
+
+    pairs = wrist_pixel_pairs(world, condition=condition, task=task, starts=starts, root=root,
+                              lights=lights, background_color=background_color)
+    return float(np.mean([psnr(a[None, :, None], b[None, :, None])[0] for a, b in pairs]))
+
+
+def wrist_pixel_pairs(world: str, *, task: str, starts: tuple[int, ...],
+                      condition: str = "clean", root: Path | None = None,
+                      lights: Any = "study", background_color: Any = None
+                      ) -> list[tuple[Any, Any]]:
+    """Per start and camera, the real and simulated wrist pixels inside the image circle.
+
+    Float ``[M, 3]`` arrays in [0, 1], from the envs :func:`wrist_view_psnr` describes.
     """
     import numpy as np
 
     from bench.demo.run import DemoConfig
     from bench.scene.bundle import load_scene
     from bench.study.work_unit import make_study_env
-    from metrics.psnr import psnr
 
     spec = DemoConfig(out=Path("."), tasks=(task,)).study_spec()
     scene = {w: s for s, w in spec.real_world["worlds"].items()}[world]
     if lights != "study":  # the spec's own mechanism: no entry keeps the task world's lights
         spec = spec.replace(real_world={**spec.real_world, "mesh_lights": {} if lights ==
                                         "default" else {scene: lights.to_json()}})
+    if background_color is not None:
+        spec = spec.replace(real_world={**spec.real_world,
+                                        "background_color": {scene: background_color.to_dict()}})
     real = make_study_env(spec, scene=scene, task=task, domain="real", bundle=None)
     sim = make_study_env(spec, scene=scene, task=task, domain="sim",
                          bundle=load_scene(shipped_bundle(world, condition, root=root)))
-    values = []
+    pairs = []
     try:
         for start in starts:
             obs_real, _ = real.reset(seed=start)
             obs_sim, _ = sim.reset(seed=start)
             for cam in sim.unwrapped.rig:
                 valid = cam.intrinsics.pixel_rays()[1]
-                a = obs_real[cam.key][valid].astype(np.float64) / 255
-                b = obs_sim[cam.key][valid].astype(np.float64) / 255
-                values.append(float(psnr(a[None, :, None], b[None, :, None])[0]))
+                pairs.append((obs_real[cam.key][valid].astype(np.float64) / 255,
+                              obs_sim[cam.key][valid].astype(np.float64) / 255))
     finally:
         real.close()
         sim.close()
-    return float(np.mean(values))
+    return pairs
 
 
 REPORT_PRESETS = ("hole-54",)  # artifact presets scored beside the coverage conditions

@@ -16,6 +16,13 @@ lights the simulated domain's meshes (robot, task objects) with lights estimated
 scene (``bench demo lights``) instead of the task world's headlight and sun; the Gaussians
 are unchanged. A scene without an entry keeps the task world's lights.
 
+The optional ``background_color`` (scene -> :meth:`bench.align.color.ColorFit.to_dict`, e.g.
+``{"degree": 2, "coefficients": [[a0, a1, a2], [...], [...]]}``) maps the simulated domain's
+background Gaussians' base colours through that per-channel polynomial (real2sim-eval's colour
+alignment of the reconstruction to the robot's camera; ``python -m bench.demo.color_align``
+fits it on training states), in every condition of that scene; Test and Probe views are
+scored on the unaligned bundles. A scene without an entry keeps its Gaussians' colours.
+
 Both domains use the same camera rig (``cameras``, tilted by ``tilt_deg`` when it is
 ``yubi-dual``), image size and time limits, so a policy sees the same observation
 space in both; the physics, robot, task objects, grasp rule and success test are the
@@ -58,6 +65,10 @@ class WorldDomain:
         mesh_lights: Scene -> the simulated domain's mesh lights
             (:meth:`bench.sim.lighting.MeshLights.to_json`); a scene without an entry keeps
             the task world's own lights.
+        background_color: Scene -> the simulated domain's background colour map
+            (:meth:`bench.align.color.ColorFit.to_dict`); a scene without an entry keeps the
+            Gaussians' own colours. Left out of :meth:`to_json` when empty, so specs written
+            before it existed keep their stored text (and resume).
     """
 
     worlds: dict[str, str] = field(default_factory=dict)
@@ -68,6 +79,7 @@ class WorldDomain:
     friction_scale: float = 1.0
     mass_scale: float = 1.0
     mesh_lights: dict[str, Any] = field(default_factory=dict)
+    background_color: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorldDomain:
@@ -114,6 +126,30 @@ class WorldDomain:
                              "fix the names or add real_world.worlds entries")
         for scene in self.mesh_lights:
             self.scene_lights(scene)  # refuse a malformed entry here, not in a worker
+        if not isinstance(self.background_color, Mapping):
+            raise BenchError(f"real_world background_color must be an object scene -> colour "
+                             f"map, got {self.background_color!r}")
+        object.__setattr__(self, "background_color", dict(self.background_color))
+        unknown = sorted(set(self.background_color) - set(self.worlds))
+        if unknown:
+            raise BenchError(f"real_world background_color names scenes {unknown} without a "
+                             "world; fix the names or add real_world.worlds entries")
+        for scene in self.background_color:
+            self.scene_color(scene)
+
+    def scene_color(self, scene: str) -> Any:
+        """``scene``'s :class:`~bench.align.color.ColorFit`, or None (the Gaussians' own)."""
+        from bench.align.color import ColorFit
+
+        data = self.background_color.get(scene)
+        if data is None:
+            return None
+        try:
+            return ColorFit.from_dict(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BenchError(f"real_world background_color[{scene!r}] is malformed ({exc}); it "
+                             "needs coefficients: 3 rows of degree + 1 numbers (see python -m "
+                             "bench.demo.color_align)") from None
 
     def scene_lights(self, scene: str) -> Any:
         """``scene``'s :class:`~bench.sim.lighting.MeshLights`, or None (the world's own)."""
@@ -157,8 +193,11 @@ class WorldDomain:
         return (self.friction_scale, self.mass_scale) != (1.0, 1.0)
 
     def to_json(self) -> dict[str, Any]:
-        """The resolved settings as a JSON-ready dict."""
-        return dataclasses.asdict(self)
+        """The resolved settings as a JSON-ready dict (no ``background_color`` when empty)."""
+        data = dataclasses.asdict(self)
+        if not self.background_color:
+            del data["background_color"]  # added later: older stored specs keep their text
+        return data
 
 
 def world_domain(spec: Any) -> WorldDomain:
@@ -218,6 +257,12 @@ def make_domain_env(spec: Any, *, scene: str, task: str, domain: str, bundle: An
                             **_rig_overrides(settings), **real)
         apply_physics_offset(env, settings)
         return env
+    color = settings.scene_color(scene)
+    if color is not None:
+        from bench.align.color import align_splat_colors
+
+        bundle = dataclasses.replace(bundle, background=align_splat_colors(bundle.background,
+                                                                           color))
     lights = settings.scene_lights(scene)
     if lights is not None and "world_decorator" not in overrides:  # a caller's own one wins
         overrides = {**overrides, "world_decorator": lights.apply}

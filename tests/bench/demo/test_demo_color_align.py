@@ -1,0 +1,113 @@
+"""Colour alignment of the simulated backgrounds (issue 33 item 5; bench/demo/color_align.py).
+
+The spec's ``real_world.background_color`` maps the simulated domain's background Gaussians'
+base colours through a per-channel polynomial (:mod:`bench.study.world_domain`); these tests
+check its validation, that a spec without it keeps its stored text, that the simulated env
+draws exactly the aligned bundle, and that the committed measurement
+(``results/demo-color-align``, ``python -m bench.demo.color_align --out DIR``) is consistent.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.align.color import ColorFit, align_splat_colors
+from bench.errors import BenchError
+from bench.study.world_domain import WorldDomain
+
+ROOT = Path(__file__).resolve().parents[3]
+COMMITTED = ROOT / "results" / "demo-color-align"
+WORLDS = {"duo": "gt-duo", "flat": "gt-flat", "g2": "gt-g2"}
+# a non-identity map: darker at the dark end, brighter at the bright end (closed form below)
+FIT = {"degree": 2, "coefficients": [[0.05, 0.6, 0.3], [0.02, 0.9, 0.05], [0.0, 1.0, 0.0]]}
+
+
+def test_colorfit_from_dict_round_trips_and_refuses_bad_coefficients():
+    fit = ColorFit.from_dict(FIT)
+    assert fit.degree == 2
+    assert ColorFit.from_dict(fit.to_dict()).coefficients.tolist() == FIT["coefficients"]
+    # closed form: 0.05 + 0.6 x 0.5 + 0.3 x 0.25 = 0.425 (red); blue is the identity
+    assert np.allclose(fit.apply(np.array([[0.5, 0.5, 0.5]])), [[0.425, 0.4825, 0.5]])
+    for bad in ({"coefficients": [[1.0, 2.0]] * 2}, {"coefficients": [[1.0]] * 3},
+                {"coefficients": [[0.0, float("nan")]] * 3},
+                {"degree": 3, "coefficients": FIT["coefficients"]}):
+        with pytest.raises(ValueError):
+            ColorFit.from_dict(bad)
+
+
+def test_world_domain_validates_background_color_in_one_line():
+    domain = WorldDomain(worlds=WORLDS, background_color={"flat": FIT})
+    assert domain.scene_color("flat").coefficients.tolist() == FIT["coefficients"]
+    assert domain.scene_color("duo") is None
+    assert domain.to_json()["background_color"] == {"flat": FIT}
+    for bad, needle in (({"kitchen": FIT}, "without a world"),
+                        ({"flat": {"coefficients": [[1.0]]}}, "malformed"),
+                        ({"flat": {}}, "malformed"), ([1, 2], "must be an object")):
+        with pytest.raises(BenchError) as exc:
+            WorldDomain(worlds=WORLDS, background_color=bad)
+        assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_specs_without_background_color_keep_their_stored_text():
+    # added after the paper run's store was written: its spec must still resume
+    assert "background_color" not in WorldDomain(worlds=WORLDS).to_json()
+    from bench.demo.run import DemoConfig
+
+    spec = DemoConfig(out=Path("unused"), profile="paper").study_spec()
+    assert "background_color" not in spec.to_json()["real_world"]
+
+
+def test_simulated_env_draws_the_aligned_bundle():
+    """A spec's colour map gives the same images as an env built on the aligned bundle."""
+    from bench.demo.build import shipped_bundle
+    from bench.demo.run import DemoConfig
+    from bench.scene.bundle import load_scene
+    from bench.study.work_unit import make_study_env
+
+    spec = DemoConfig(out=Path("."), profile="quick").study_spec()
+    bundle = load_scene(shipped_bundle("gt-flat", "clean"))
+    aligned = dataclasses.replace(
+        bundle, background=align_splat_colors(bundle.background, ColorFit.from_dict(FIT)))
+    with_map = spec.replace(real_world={**spec.real_world, "background_color": {"flat": FIT}})
+    images = []
+    for s, b in ((with_map, bundle), (spec, aligned), (spec, bundle)):
+        env = make_study_env(s, scene="flat", task="cup", domain="sim", bundle=b)
+        try:
+            obs, _ = env.reset(seed=7000)
+            images.append({k: v.copy() for k, v in obs.items() if k.endswith("_rgb")})
+        finally:
+            env.close()
+    assert images[0].keys() == images[1].keys() and images[0]
+    for key in images[0]:
+        assert np.array_equal(images[0][key], images[1][key]), key
+    assert any(not np.array_equal(images[0][k], images[2][k]) for k in images[0])
+
+
+def test_committed_measurement_is_consistent():
+    manifest = json.loads((COMMITTED / "manifest.json").read_text())
+    assert manifest["tool"] == "demo-color-align/1"
+    with (COMMITTED / "wrist_psnr.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == manifest["counts"]["task_rooms"] == 9
+    for r in rows:
+        assert (r["reaches_22_db"] == "1") == (float(r["psnr_after"]) >= 22.0)
+        assert float(r["psnr_after"]) > float(r["psnr_before"])  # every task-room gains
+    assert manifest["counts"]["reaching_22_db"] == sum(r["reaches_22_db"] == "1" for r in rows)
+    fits = json.loads((COMMITTED / "background_color.json").read_text())
+    WorldDomain(worlds=WORLDS, background_color=fits)  # what a spec's real_world takes
+
+
+def test_cli_refuses_an_unknown_room_in_one_line(tmp_path):
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "bench.demo.color_align", "--out", str(out),
+                             "--worlds", "gt-kitchen"], capture_output=True, text=True)
+    assert result.returncode == 2 and not out.exists()
+    assert "gt-kitchen" in result.stderr and "Traceback" not in result.stderr
