@@ -41,6 +41,25 @@ from typing import Any
 
 from bench.errors import BenchError
 
+#: The per-scene settings maps of ``real_world``: field -> (what an entry is, what it needs).
+SCENE_MAPS = {
+    "mesh_lights": ("lights", "ambient, headlight and directional (see bench demo lights)"),
+    "background_color": ("colour map", "coefficients: 3 rows of degree + 1 numbers (see "
+                                       "python -m bench.demo.color_align)"),
+}
+
+
+def _parser(name: str) -> Any:
+    """The JSON parser of the scene map ``name`` (heavy imports lazy)."""
+    if name == "mesh_lights":
+        from bench.sim.lighting import MeshLights
+
+        return MeshLights.from_json
+    from bench.align.color import ColorFit
+
+    return ColorFit.from_dict
+
+
 #: Label of the world real domain in tables, manifests and the store's ``real_source``.
 WORLD_REAL = "ground-truth-world"
 CAMERAS = ("wrist", "yubi-dual")
@@ -116,54 +135,42 @@ class WorldDomain:
             if not isinstance(getattr(self, name), bool):
                 raise BenchError(f"real_world {name} must be true or false, got "
                                  f"{getattr(self, name)!r}")
-        if not isinstance(self.mesh_lights, Mapping):
-            raise BenchError(f"real_world mesh_lights must be an object scene -> lights, got "
-                             f"{self.mesh_lights!r}")
-        object.__setattr__(self, "mesh_lights", dict(self.mesh_lights))
-        unknown = sorted(set(self.mesh_lights) - set(self.worlds))
-        if unknown:
-            raise BenchError(f"real_world mesh_lights names scenes {unknown} without a world; "
-                             "fix the names or add real_world.worlds entries")
-        for scene in self.mesh_lights:
-            self.scene_lights(scene)  # refuse a malformed entry here, not in a worker
-        if not isinstance(self.background_color, Mapping):
-            raise BenchError(f"real_world background_color must be an object scene -> colour "
-                             f"map, got {self.background_color!r}")
-        object.__setattr__(self, "background_color", dict(self.background_color))
-        unknown = sorted(set(self.background_color) - set(self.worlds))
-        if unknown:
-            raise BenchError(f"real_world background_color names scenes {unknown} without a "
-                             "world; fix the names or add real_world.worlds entries")
-        for scene in self.background_color:
-            self.scene_color(scene)
+        for name in SCENE_MAPS:
+            self._check_scene_map(name)
 
-    def scene_color(self, scene: str) -> Any:
-        """``scene``'s :class:`~bench.align.color.ColorFit`, or None (the Gaussians' own)."""
-        from bench.align.color import ColorFit
+    def _check_scene_map(self, name: str) -> None:
+        """A scene -> settings field: an object naming only scenes with a world, each parsed."""
+        value = getattr(self, name)
+        if not isinstance(value, Mapping):
+            raise BenchError(f"real_world {name} must be an object scene -> "
+                             f"{SCENE_MAPS[name][0]}, got {value!r}")
+        object.__setattr__(self, name, dict(value))
+        unknown = sorted(set(value) - set(self.worlds))
+        if unknown:
+            raise BenchError(f"real_world {name} names scenes {unknown} without a world; fix "
+                             "the names or add real_world.worlds entries")
+        for scene in value:
+            self._scene_entry(name, scene)  # refuse a malformed entry here, not in a worker
 
-        data = self.background_color.get(scene)
+    def _scene_entry(self, name: str, scene: str) -> Any:
+        """``scene``'s parsed entry of the scene map ``name``, or None where it has none."""
+        data = getattr(self, name).get(scene)
         if data is None:
             return None
+        needs = SCENE_MAPS[name][1]
         try:
-            return ColorFit.from_dict(data)
+            return _parser(name)(data)
         except (KeyError, TypeError, ValueError) as exc:
-            raise BenchError(f"real_world background_color[{scene!r}] is malformed ({exc}); it "
-                             "needs coefficients: 3 rows of degree + 1 numbers (see python -m "
-                             "bench.demo.color_align)") from None
+            raise BenchError(f"real_world {name}[{scene!r}] is malformed ({exc}); it needs "
+                             f"{needs}") from None
 
     def scene_lights(self, scene: str) -> Any:
         """``scene``'s :class:`~bench.sim.lighting.MeshLights`, or None (the world's own)."""
-        from bench.sim.lighting import MeshLights
+        return self._scene_entry("mesh_lights", scene)
 
-        data = self.mesh_lights.get(scene)
-        if data is None:
-            return None
-        try:
-            return MeshLights.from_json(data)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BenchError(f"real_world mesh_lights[{scene!r}] is malformed ({exc}); it "
-                             "needs ambient, headlight and directional (see bench demo "
-                             "lights)") from None
+    def scene_color(self, scene: str) -> Any:
+        """``scene``'s :class:`~bench.align.color.ColorFit`, or None (the Gaussians' own)."""
+        return self._scene_entry("background_color", scene)
 
     def check_scenes(self, scenes: list[str]) -> None:
         """Every scene has a world and every world entry names a scene."""
