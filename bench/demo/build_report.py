@@ -43,7 +43,8 @@ def wrist_view_psnr(world: str, *, condition: str = "clean", task: str = "cup",
     ``"default"`` (the task world's own headlight and sun) or a
     :class:`bench.sim.lighting.MeshLights` (:mod:`bench.demo.mesh_lights`).
     ``background_color``: a :class:`bench.align.color.ColorFit` for the simulated
-    background (the spec's ``real_world.background_color``), or None.
+    background (the spec's ``real_world.background_color``), or None: unaligned (whatever
+    the profile does).
     """
     import numpy as np
 
@@ -73,9 +74,10 @@ def wrist_pixel_pairs(world: str, *, task: str, starts: tuple[int, ...],
     if lights != "study":  # the spec's own mechanism: no entry keeps the task world's lights
         spec = spec.replace(real_world={**spec.real_world, "mesh_lights": {} if lights ==
                                         "default" else {scene: lights.to_json()}})
-    if background_color is not None:
-        spec = spec.replace(real_world={**spec.real_world,
-                                        "background_color": {scene: background_color.to_dict()}})
+    # None: unaligned whatever the profile does (the colour fit is made from these pixels)
+    spec = spec.replace(real_world={**spec.real_world, "background_color": {} if
+                                    background_color is None else
+                                    {scene: background_color.to_dict()}})
     real = make_study_env(spec, scene=scene, task=task, domain="real", bundle=None)
     sim = make_study_env(spec, scene=scene, task=task, domain="sim",
                          bundle=load_scene(shipped_bundle(world, condition, root=root)))

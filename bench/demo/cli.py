@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 PROFILE_NAMES = ("quick", "default", "cup", "paper")  # bench.demo.run.PROFILES (checked)
+BACKGROUND_COLORS = ("none", "shipped")  # bench.demo.run.BACKGROUND_COLORS (checked)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -79,6 +80,11 @@ def _add_profile_arguments(p: argparse.ArgumentParser) -> None:
                    help="rollout time limits: the profile's (paper: measured from held-out "
                    "starts, docs/demo.md) or YUBI's (600 frames, 1,800 for Duo Tape/Pen and "
                    "G2 Pen)")
+    p.add_argument("--background-color", default=None, choices=BACKGROUND_COLORS,
+                   help="simulated backgrounds' colours: 'shipped' aligns them to the robot's "
+                   "camera with the shipped per-room fit (python -m bench.demo.color_align), "
+                   "'none' leaves them as reconstructed [the profile's]; one other than the "
+                   "profile's gives results the committed tables do not hold")
     p.add_argument("--allow-native-numerics", action="store_true",
                    help="run with this machine's own float kernels instead of the reference "
                    "numerics (needed on a CPU without AVX2 + FMA; the tables may then differ "
@@ -115,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
                         overwrite=args.overwrite, time_limits=args.time_limits,
                         resume=args.resume, **options,
                         reuse_from=None if args.reuse_from is None else Path(args.reuse_from),
-                        pairs=_pairs(args.pair), frame_limits=_frame_limits(args.max_frames))
+                        pairs=_pairs(args.pair), frame_limits=_frame_limits(args.max_frames),
+                        background_color=args.background_color)
     spec = config.study_spec()  # every refusal of the options before anything runs
     note = config.unshipped_note()
     if note:
@@ -352,6 +359,9 @@ def add_reaction_parser(subparsers: argparse._SubParsersAction) -> None:
                    f"[default {defaults.condition_offset}]")
     p.add_argument("--preset", default=defaults.preset,
                    help=f"artifact preset compared with clean [default {defaults.preset}]")
+    p.add_argument("--background-color", default=None, choices=BACKGROUND_COLORS,
+                   help="simulated backgrounds' colours: 'shipped' (aligned to the robot's "
+                   "camera) or 'none' [the screen profile's]")
     _add_screen_output_arguments(p)
     p.set_defaults(func=run_reaction)
 
@@ -368,7 +378,7 @@ def run_reaction(args: argparse.Namespace) -> int:
                          f"{', '.join(registered_presets())}")
     try:
         config = ReactionConfig(trials=args.trials, condition_offset=args.condition_offset,
-                                preset=args.preset)
+                                preset=args.preset, background_color=args.background_color)
     except ValueError as error:
         raise BenchError(f"bench demo reaction: {error}") from None
     return _run_screen(args, tasks, policies, config, screen_policy, write_reaction)

@@ -48,6 +48,9 @@ class ReactionConfig:
         preset: The artifact compared with clean.
         profile: Demo profile whose study settings the envs use (image size, time limits).
         seed: Editor and policy seed (the demo's).
+        background_color: ``shipped`` / ``none`` instead of the profile's colour alignment
+            of the simulated backgrounds (:attr:`bench.demo.run.DemoProfile.background_color`);
+            None: the profile's.
     """
 
     trials: int = 30
@@ -55,17 +58,20 @@ class ReactionConfig:
     preset: str = "hole-90"
     profile: str = SCREEN_PROFILE
     seed: int = 0
+    background_color: str | None = None
 
     def __post_init__(self) -> None:
         if self.trials < 1 or self.condition_offset < 0:
             raise ValueError("trials must be >= 1 and condition_offset >= 0")
 
 
-def screen_spec(task: str, *, profile: str, seed: int) -> Any:
+def screen_spec(task: str, *, profile: str, seed: int, background_color: str | None = None
+                ) -> Any:
     """The study spec whose envs a screen of ``task`` runs in (the demo profile's)."""
     from bench.demo.run import DemoConfig
 
-    return DemoConfig(out=Path("."), profile=profile, tasks=(task,), seed=seed).study_spec()
+    return DemoConfig(out=Path("."), profile=profile, tasks=(task,), seed=seed,
+                      background_color=background_color).study_spec()
 
 
 def paired_trials(task: str, policy: str, *, trials: int, condition_offset: int, seed: int,
@@ -117,7 +123,8 @@ def screen_policy(task: str, policy: str, config: ReactionConfig = ReactionConfi
     from bench.study.work_unit import make_study_env
     from perturbations import apply_perturbation
 
-    spec = screen_spec(task, profile=config.profile, seed=config.seed)
+    spec = screen_spec(task, profile=config.profile, seed=config.seed,
+                       background_color=config.background_color)
 
     def make_env(scene: str, variant: str) -> Any:
         bundle = None

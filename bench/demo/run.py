@@ -79,6 +79,9 @@ class DemoProfile:
             the demo's large near Gaussians, docs/demo.md). The real domain has no Gaussians.
         control: Also run the control condition ``clean-repeat`` (the clean reconstruction
             on a disjoint block of starts: the transitions chance alone produces).
+        background_color: ``shipped``: align the simulated backgrounds' colours to the
+            robot's camera with the shipped per-room fit (``real_world.background_color``,
+            :func:`bench.demo.color_align.load_background_color`); ``none``: unaligned.
     """
 
     name: str
@@ -95,6 +98,7 @@ class DemoProfile:
     workers: int = 2
     fisheye_mode: str = "direct"
     control: bool = False
+    background_color: str = "none"
 
     @property
     def conditions(self) -> tuple[str, ...]:
@@ -118,6 +122,8 @@ def _yubi_max_frames() -> dict[str, dict[str, int]]:
 PAPER_MAX_FRAMES = {"cup": 150, "tape": 400, "pen": 700}
 #: ``--time-limits`` choices: the profile's own limits, or YUBI's (:func:`_yubi_max_frames`).
 TIME_LIMITS = ("profile", "yubi")
+#: ``--background-color`` choices (:attr:`DemoProfile.background_color`).
+BACKGROUND_COLORS = ("none", "shipped")
 
 PROFILES: dict[str, DemoProfile] = {p.name: p for p in (
     DemoProfile("quick", "smoke run (~3 min): Cup, 1 simulated / 2 real trials per cell, "
@@ -237,6 +243,9 @@ class DemoConfig:
             mapping is accepted and stored in this form); the other tasks keep the profile's.
             None: the profile's limits. Checked by :meth:`frame_limit_overrides`; a limit
             other than the profile's gives results the committed tables do not hold.
+        background_color: ``shipped`` or ``none`` (``--background-color``) instead of the
+            profile's :attr:`DemoProfile.background_color`; None: the profile's. One other
+            than the profile's gives results the committed tables do not hold.
     """
 
     out: Path
@@ -252,6 +261,7 @@ class DemoConfig:
     reuse_from: Path | None = field(default=None, kw_only=True)
     pairs: tuple[tuple[str, tuple[str, ...]], ...] | None = field(default=None, kw_only=True)
     frame_limits: tuple[tuple[str, int], ...] | None = field(default=None, kw_only=True)
+    background_color: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.pairs is not None:  # lists (config.json) or a mapping -> hashable tuples
@@ -270,8 +280,12 @@ class DemoConfig:
                              f"{list(TIME_LIMITS)}")
         if self.resume and self.overwrite:
             raise BenchError("--resume continues --out and --overwrite deletes it; give one")
+        if self.background_color not in (None, *BACKGROUND_COLORS):
+            raise BenchError(f"unknown --background-color {self.background_color!r}; choose "
+                             f"one of {list(BACKGROUND_COLORS)}")
         base = get_profile(self.profile)
-        given = {k: getattr(self, k) for k in ("tasks", "trials", "real_trials", "workers")
+        given = {k: getattr(self, k) for k in ("tasks", "trials", "real_trials", "workers",
+                                                "background_color")
                  if getattr(self, k) is not None}
         if self.time_limits == "yubi":
             given["max_frames"] = None
@@ -374,6 +388,10 @@ class DemoConfig:
         if limits:
             parts.append("time limits other than the profile's (--max-frames): " + ", ".join(
                 f"{t} {f} frames (profile's: {p})" for t, (f, p) in limits.items()))
+        theirs = get_profile(self.profile).background_color
+        if self.resolved_profile().background_color != theirs:
+            parts.append(f"background colours {self.background_color} (--background-color; "
+                         f"profile's: {theirs})")
         if not parts:
             return ""
         return "; ".join(parts) + "; the committed tables do not hold these results"
@@ -489,7 +507,8 @@ def profile_spec(profile: DemoProfile, *, seed: int = 0,
                      obs_policy_every=profile.obs_policy_every,
                      deployment={"fisheye_mode": profile.fisheye_mode}, real_domain="world",
                      real_world={"worlds": {s: WORLDS[s] for s in scenes}, **settings,
-                                 "mesh_lights": _mesh_lights(scenes)})
+                                 "mesh_lights": _mesh_lights(scenes),
+                                 **_background_color(profile, scenes)})
 
 
 def _mesh_lights(scenes: list[str]) -> dict[str, Any]:
@@ -497,6 +516,19 @@ def _mesh_lights(scenes: list[str]) -> dict[str, Any]:
     from bench.demo.lights_asset import load_mesh_lights
 
     return {s: lights.to_json() for s, lights in load_mesh_lights().items() if s in scenes}
+
+
+def _background_color(profile: DemoProfile, scenes: list[str]) -> dict[str, Any]:
+    """``{"background_color": the shipped fit of scenes}`` if ``profile`` aligns, else ``{}``.
+
+    Unaligned, the key stays out of ``real_world`` (a stored spec keeps its text).
+    """
+    if profile.background_color == "none":
+        return {}
+    from bench.demo.color_align import load_background_color
+
+    return {"background_color": {s: fit.to_dict() for s, fit in
+                                 load_background_color().items() if s in scenes}}
 
 
 def _clean_bundle(spec: Any, scene: str) -> Any:

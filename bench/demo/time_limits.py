@@ -50,6 +50,8 @@ class TimeLimitConfig:
         max_frames: Measurement time limit, 10 Hz frames (longer than any limit chosen).
         domains: ``real`` (ground-truth worlds) and/or ``sim`` (clean reconstructions).
         expert: Also run the scripted expert (the policy the demonstrations record).
+        background_color: ``shipped`` / ``none`` instead of the paper profile's colour
+            alignment of the simulated backgrounds; None: the paper profile's.
     """
 
     tasks: tuple[str, ...] = ("cup", "tape", "pen")
@@ -58,6 +60,7 @@ class TimeLimitConfig:
     max_frames: int = 600
     domains: tuple[str, ...] = ("real", "sim")
     expert: bool = True
+    background_color: str | None = None
 
 
 def measurement_spec(config: TimeLimitConfig) -> Any:
@@ -66,8 +69,11 @@ def measurement_spec(config: TimeLimitConfig) -> Any:
 
     from bench.demo.run import get_profile, profile_spec
 
-    profile = dataclasses.replace(get_profile("paper"), tasks=config.tasks,
-                                  max_frames=config.max_frames, trials=1, real_trials=1)
+    paper = get_profile("paper")
+    profile = dataclasses.replace(paper, tasks=config.tasks, max_frames=config.max_frames,
+                                  trials=1, real_trials=1,
+                                  background_color=config.background_color or
+                                  paper.background_color)
     return profile_spec(profile)
 
 
@@ -187,12 +193,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-frames", type=int, default=TimeLimitConfig.max_frames,
                         help="measurement time limit (10 Hz frames)")
     parser.add_argument("--domains", default="real,sim", help="real and/or sim")
+    parser.add_argument("--background-color", default=None, choices=("none", "shipped"),
+                        help="simulated backgrounds' colours (bench demo --background-color) "
+                        "[the paper profile's]")
     args = parser.parse_args(argv)
 
     if args.starts < 1 or args.max_frames < 1:
         parser.error("--starts and --max-frames must be >= 1")
     config = TimeLimitConfig(tasks=tuple(args.tasks.split(",")), starts_per_scene=args.starts,
-                             max_frames=args.max_frames, domains=tuple(args.domains.split(",")))
+                             max_frames=args.max_frames, domains=tuple(args.domains.split(",")),
+                             background_color=args.background_color)
     try:
         rows = measure_success_frames(config)
     except ValueError as exc:  # BenchError included: one line, exit 2

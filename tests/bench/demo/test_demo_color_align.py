@@ -111,3 +111,63 @@ def test_cli_refuses_an_unknown_room_in_one_line(tmp_path):
                              "--worlds", "gt-kitchen"], capture_output=True, text=True)
     assert result.returncode == 2 and not out.exists()
     assert "gt-kitchen" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_shipped_fit_is_the_committed_measurements():
+    # bench/demo/assets/background_color.json is a copy of the measurement's fit
+    from bench.demo.color_align import ASSET, load_background_color
+
+    assert ASSET.read_bytes() == (COMMITTED / "background_color.json").read_bytes()
+    fits = load_background_color()
+    assert sorted(fits) == sorted(WORLDS) and all(f.degree == 2 for f in fits.values())
+
+
+def test_shipped_fit_unreadable_is_refused_in_one_line(tmp_path):
+    from bench.demo.color_align import load_background_color
+
+    bad = tmp_path / "background_color.json"
+    bad.write_text('{"flat": {"coefficients": [[1.0]]}}')
+    for path in (bad, tmp_path / "missing.json"):
+        with pytest.raises(BenchError) as exc:
+            load_background_color(path)
+        assert "color_align" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_background_color_option_puts_the_shipped_fit_in_the_spec():
+    from bench.demo import cli
+    from bench.demo.color_align import load_background_color
+    from bench.demo.run import BACKGROUND_COLORS, DemoConfig
+
+    assert cli.BACKGROUND_COLORS == BACKGROUND_COLORS  # argparse's choices, stdlib-only module
+    shipped = {s: f.to_dict() for s, f in load_background_color().items()}
+    aligned = DemoConfig(out=Path("."), profile="paper", background_color="shipped")
+    plain = DemoConfig(out=Path("."), profile="paper")
+    assert aligned.study_spec().to_json()["real_world"]["background_color"] == shipped
+    assert aligned.resolved_profile().background_color == "shipped"
+    # everything else in the spec is the profile's
+    rest = {k: v for k, v in aligned.study_spec().to_json()["real_world"].items()
+            if k != "background_color"}
+    assert rest == plain.study_spec().to_json()["real_world"]
+    assert "--background-color" in aligned.unshipped_note() and plain.unshipped_note() == ""
+    assert DemoConfig(out=Path("."), background_color="none").unshipped_note() == ""
+    with pytest.raises(BenchError) as exc:
+        DemoConfig(out=Path("."), background_color="aligned").study_spec()
+    assert "--background-color" in str(exc.value) and "shipped" in str(exc.value)
+
+
+def test_wrist_pixels_without_a_fit_are_unaligned_whatever_the_profile(monkeypatch):
+    """The fit is made from wrist_pixel_pairs: with no fit they must be the unaligned ones."""
+    import bench.demo.run as run
+    from bench.demo.build_report import wrist_pixel_pairs
+
+    plain = wrist_pixel_pairs("gt-flat", task="cup", starts=(7000,))
+    for name, profile in list(run.PROFILES.items()):
+        monkeypatch.setitem(run.PROFILES, name,
+                            dataclasses.replace(profile, background_color="shipped"))
+    again = wrist_pixel_pairs("gt-flat", task="cup", starts=(7000,))
+    fit = ColorFit.from_dict(FIT)
+    mapped = wrist_pixel_pairs("gt-flat", task="cup", starts=(7000,), background_color=fit)
+    assert len(plain) == len(again) == len(mapped) == 2
+    for (real_a, sim_a), (real_b, sim_b), (_, sim_c) in zip(plain, again, mapped, strict=True):
+        assert np.array_equal(real_a, real_b) and np.array_equal(sim_a, sim_b)
+        assert not np.array_equal(sim_a, sim_c)
