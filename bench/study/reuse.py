@@ -12,8 +12,9 @@ earlier study's store, checked, so that only the missing rollouts run:
    have the entry: :func:`spec_difference`);
 2. the rows to reuse: planned by the new spec (:func:`bench.study.plan.rollout_plan`),
    stored in the source, missing from the new store, run under the same (scene, task) time
-   limit (a changed limit runs that cell again: :func:`same_limit`) and on a bundle whose
-   manifest sha256 is the new bundle's (a changed bundle is refused);
+   limit (a changed limit runs that cell again: :func:`same_limit`), simulated rows only
+   under the same simulated-only settings of their scene (:func:`sim_rerun_scenes`), and on
+   a bundle whose manifest sha256 is the new bundle's (a changed bundle is refused);
 3. the spot check: per reused (scene, task, policy, domain) group one rollout - the lowest
    planned trial of the first planned condition with a reusable row - run again with the
    new study's env and policies by its executor and compared with the source's row in
@@ -64,6 +65,10 @@ FREE_FIELDS = ("policies", "trials", "real_trials", "tasks", "conditions", "metr
 #: (an extra condition's per-scene paths, a policy label's ref). ``max_frames`` may differ
 #: too, but a (scene, task) whose limit differs is run again (:func:`same_limit`).
 PER_ENTRY_FIELDS = ("extra_conditions", "policy_refs")
+#: ``real_world`` keys (scene -> entry) that only change the simulated domain's rollouts of
+#: that scene: free to differ; the simulated rows of a scene whose entry differs are run
+#: again, its real rows and quality rows are still reused (:func:`sim_rerun_scenes`).
+SIM_ONLY_WORLD_KEYS = ("background_color",)
 #: Columns the spot check compares: every non-key column (none is wall-clock).
 CHECKED_COLUMNS = tuple(c for c in ROLLOUT_COLUMNS if c not in ROLLOUT_KEY)
 #: Quality protocols copied (OBS-Policy is scored later from the frames).
@@ -117,14 +122,29 @@ def same_limit(source: Mapping[str, Any], spec: StudySpec, scene: str, task: str
     return theirs == spec.frames_limit(scene, task)
 
 
+def sim_rerun_scenes(source: Mapping[str, Any], spec: StudySpec) -> set[str]:
+    """Scenes whose simulated rows ``spec`` runs again: a :data:`SIM_ONLY_WORLD_KEYS` entry differs.
+
+    (The colour map of a scene's simulated backgrounds, e.g.: the real domain and the Test /
+    OBS-Probe scores never see it.)
+    """
+    new = json.loads(json.dumps(spec.to_json(), sort_keys=True)).get("real_world") or {}
+    old = source.get("real_world") or {}
+    return {scene for key in SIM_ONLY_WORLD_KEYS
+            for scene in set(old.get(key) or {}) | set(new.get(key) or {})
+            if (old.get(key) or {}).get(scene) != (new.get(key) or {}).get(scene)}
+
+
 def spec_difference(source: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Top-level fields of two spec JSONs that forbid reusing ``source``'s rows for ``new``.
 
     :data:`FREE_FIELDS` may differ; :data:`PER_ENTRY_FIELDS` only where both have the entry
     and use it: an extra condition in both must have the same per-scene paths, a policy
     label both studies run the same ref (or none in both). ``max_frames`` may differ: a
-    (scene, task) whose limit differs has none of its rows reused (:func:`same_limit`).
-    Every other field must be equal (``name`` too: it is part of the row key).
+    (scene, task) whose limit differs has none of its rows reused (:func:`same_limit`);
+    so may ``real_world``'s :data:`SIM_ONLY_WORLD_KEYS`: a scene whose entry differs has none
+    of its simulated rows reused (:func:`sim_rerun_scenes`). Every other field must be equal
+    (``name`` too: it is part of the row key).
     """
     defaults = _defaults()
 
@@ -147,6 +167,10 @@ def spec_difference(source: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
             same = all(a.get(p) == b.get(p) for p in labels(source) & labels(new))
         elif key == "max_frames":
             continue  # per (scene, task): a changed limit keeps that cell's rows out
+        elif key == "real_world":  # per scene: a changed simulated-only entry, sim rows out
+            a, b = ({k: v for k, v in (w or {}).items() if k not in SIM_ONLY_WORLD_KEYS}
+                    for w in (a, b))
+            same = a == b
         else:
             same = a == b
         if not same:
@@ -207,8 +231,9 @@ def count_reusable(spec: StudySpec, source: ReuseSource) -> tuple[int, int]:
                for policy in spec.policies[task]]
     with ResultsStore.open_read_only(source.path / DB_NAME) as src:
         stored = {row.key for row in src.rollouts(spec.name)}
+    rerun = sim_rerun_scenes(source.spec, spec)
     held = sum(key in stored and same_limit(source.spec, spec, key[1], key[3])
-               for key in planned)
+               and not (key[5] == "sim" and key[1] in rerun) for key in planned)
     return held, len(planned)
 
 
@@ -337,13 +362,15 @@ def _reusable_rows(spec: StudySpec, store: ResultsStore, src: ResultsStore,
                    ) -> list[RolloutRow]:
     """Source rows ``spec`` plans and ``store`` lacks, in plan order; a changed bundle refused."""
     stored = {row.key: row for row in src.rollouts(spec.name)}
+    rerun = sim_rerun_scenes(found.spec, spec)
     rows = []
     for domain, scene, cond, task, trial in rollout_plan(spec):
         for policy in spec.policies[task]:
             key = (spec.name, scene, cond, task, policy, domain, trial)
             row = stored.get(key)
             if row is None or store.has_rollout(key) \
-                    or not same_limit(found.spec, spec, scene, task):
+                    or not same_limit(found.spec, spec, scene, task) \
+                    or (domain == "sim" and scene in rerun):
                 continue
             sha = bundles[(scene, cond)].manifest_sha256
             if row.manifest_sha256 != sha:  # the row names the bundle it ran on

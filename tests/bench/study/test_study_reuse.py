@@ -207,3 +207,49 @@ def test_demo_lists_and_checks_reuse_from(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "is not a directory" in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_a_changed_simulated_colour_map_reruns_only_that_scenes_simulated_rows(tmp_path):
+    """real_world.background_color changes only the simulated domain of its scene.
+
+    The source and the new study differ in Flat's colour map: Flat's simulated rows run
+    again, its real rows, the other rooms' rows and the quality rows are reused (checked).
+    """
+    from pathlib import Path as P
+
+    from bench.demo.run import DemoConfig
+
+    base = DemoConfig(out=P("."), profile="quick").study_spec()
+    worlds = {"duo": "gt-duo", "flat": "gt-flat"}
+    spec = base.replace(conditions=("clean",), extra_conditions={}, trials=1, real_trials=1,
+                        max_frames=20, scenes={s: base.scenes[s] for s in worlds},
+                        captures={s: base.captures[s] for s in worlds},
+                        real_world={**base.real_world, "worlds": worlds,
+                                    "mesh_lights": {s: base.real_world["mesh_lights"][s]
+                                                    for s in worlds}})
+    fit = {"degree": 2, "coefficients": [[0.05, 0.6, 0.3], [0.02, 0.9, 0.05], [0.0, 1.0, 0.0]]}
+    aligned = spec.replace(real_world={**spec.real_world, "background_color": {"flat": fit}})
+    old = json.loads(json.dumps(spec.to_json(), sort_keys=True))
+    assert spec_difference(old, json.loads(json.dumps(aligned.to_json(), sort_keys=True))) == []
+    other = aligned.replace(real_world={**aligned.real_world, "shadows": True})
+    assert spec_difference(old, json.loads(json.dumps(other.to_json()))) == ["real_world"]
+    from bench.study.reuse import sim_rerun_scenes
+
+    assert sim_rerun_scenes(old, aligned) == {"flat"} and sim_rerun_scenes(old, spec) == set()
+
+    source = tmp_path / "source"
+    run_study(spec, source, progress=False)
+    result = run_study(aligned, tmp_path / "new", progress=False, reuse_from=source)
+    pair = spec.policies["cup"]
+    checked = {(k[1], k[5]) for k in result.reuse.checked}
+    assert checked == {("duo", "sim"), ("duo", "real"), ("flat", "real")}
+    assert result.new_rollouts == 3 * len(pair) + len(pair)  # checks + flat's sim rows
+    assert result.reuse.quality_rows > 0
+    with ResultsStore.open_read_only(source / "results.sqlite") as a, \
+            ResultsStore.open_read_only(tmp_path / "new" / "results.sqlite") as b:
+        rows_a = {r.key: r for r in a.rollouts()}
+        rows_b = {r.key: r for r in b.rollouts()}
+    assert rows_a.keys() == rows_b.keys()
+    for key, row in rows_b.items():
+        if not (key[1] == "flat" and key[5] == "sim"):
+            assert row == rows_a[key], key
