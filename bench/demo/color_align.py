@@ -10,7 +10,8 @@ spec's ``real_world.background_color``: :mod:`bench.study.world_domain`). Writes
 ``DIR/background_color.json`` (scene -> fit: what a spec's ``real_world.background_color``
 takes), ``DIR/wrist_psnr.{csv,md}`` and ``DIR/manifest.json``. Computes with the reference
 numerics (:mod:`bench.numerics`), as ``bench demo`` does. The shipped fit
-(``bench/demo/assets/background_color.json``, a copy of ``DIR/background_color.json``) is what
+(``bench/demo/assets/background_color.json``, a copy of ``DIR/background_color.json``,
+read by :func:`bench.demo.appearance_assets.load_background_color`) is what
 a demo profile with ``background_color="shipped"`` (``bench demo --background-color shipped``)
 aligns with (docs/demo-build.md, "Colour alignment on top of the fitted lights").
 """
@@ -24,24 +25,6 @@ from pathlib import Path
 from typing import Any
 
 TOOL = "demo-color-align/1"
-#: The shipped fit (``python -m bench.demo.color_align`` on the defaults; results/demo-color-align).
-ASSET = Path(__file__).parent / "assets" / "background_color.json"
-
-
-def load_background_color(path: Path = ASSET) -> dict[str, Any]:
-    """The shipped :class:`~bench.align.color.ColorFit` per demo scene (the asset)."""
-    import json
-
-    from bench.align.color import ColorFit
-    from bench.errors import BenchError
-
-    try:
-        data = json.loads(Path(path).read_text())
-        return {scene: ColorFit.from_dict(fit) for scene, fit in data.items()}
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise BenchError(f"cannot read the background colour fit {path} ({error}); regenerate "
-                         "it with `python -m bench.demo.color_align --out DIR` and copy "
-                         "DIR/background_color.json") from None
 
 
 @dataclass(frozen=True)

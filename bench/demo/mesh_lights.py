@@ -24,8 +24,8 @@ numerics) writes ``DIR/mesh_lights.json`` (the fitted lights per room, and the m
 task world's default lights, the fitted ones and the room's true ones) and
 ``DIR/wrist.{csv,md}`` (the wrist-view PSNR of
 :func:`bench.demo.build_report.wrist_view_psnr`, default lights against fitted ones, on its
-held-out starts). The committed fit is shipped as :data:`bench.demo.lights_asset.ASSET`
-(read by :func:`bench.demo.lights_asset.load_mesh_lights`); the demo's study lights its
+held-out starts). The committed fit is shipped as :data:`bench.demo.appearance_assets.LIGHTS_ASSET`
+(read by :func:`bench.demo.appearance_assets.load_mesh_lights`); the demo's study lights its
 simulated meshes with it (:func:`bench.demo.run.profile_spec`, ``real_world.mesh_lights``).
 """
 

@@ -81,7 +81,7 @@ class DemoProfile:
             on a disjoint block of starts: the transitions chance alone produces).
         background_color: ``shipped``: align the simulated backgrounds' colours to the
             robot's camera with the shipped per-room fit (``real_world.background_color``,
-            :func:`bench.demo.color_align.load_background_color`); ``none``: unaligned.
+            :func:`bench.demo.appearance_assets.load_background_color`); ``none``: unaligned.
     """
 
     name: str
@@ -513,7 +513,7 @@ def profile_spec(profile: DemoProfile, *, seed: int = 0,
 
 def _mesh_lights(scenes: list[str]) -> dict[str, Any]:
     """The shipped mesh lights of ``scenes`` (``bench demo lights``, docs/demo-build.md)."""
-    from bench.demo.lights_asset import load_mesh_lights
+    from bench.demo.appearance_assets import load_mesh_lights
 
     return {s: lights.to_json() for s, lights in load_mesh_lights().items() if s in scenes}
 
@@ -525,7 +525,7 @@ def _background_color(profile: DemoProfile, scenes: list[str]) -> dict[str, Any]
     """
     if profile.background_color == "none":
         return {}
-    from bench.demo.color_align import load_background_color
+    from bench.demo.appearance_assets import load_background_color
 
     return {"background_color": {s: fit.to_dict() for s, fit in
                                  load_background_color().items() if s in scenes}}

@@ -72,8 +72,7 @@ def measurement_spec(config: TimeLimitConfig) -> Any:
     paper = get_profile("paper")
     profile = dataclasses.replace(paper, tasks=config.tasks, max_frames=config.max_frames,
                                   trials=1, real_trials=1,
-                                  background_color=config.background_color or
-                                  paper.background_color)
+                                  background_color=measured_colors(config))
     return profile_spec(profile)
 
 
@@ -142,6 +141,13 @@ def chosen_limits(rows: list[dict[str, Any]], *, max_frames: int) -> dict[str, d
     return limits
 
 
+def measured_colors(config: TimeLimitConfig) -> str:
+    """The simulated backgrounds' colour alignment the measurement ran (``shipped`` / ``none``)."""
+    from bench.demo.run import get_profile
+
+    return config.background_color or get_profile("paper").background_color
+
+
 def write_measurement(out: Path, config: TimeLimitConfig, rows: list[dict[str, Any]]) -> None:
     """``success_frames.csv``, ``summary.{csv,md}``, ``limits.json`` and ``manifest.json``."""
     import dataclasses
@@ -167,7 +173,7 @@ def write_measurement(out: Path, config: TimeLimitConfig, rows: list[dict[str, A
             notes=[f"Held-out starts {config.condition_offset}+, "
                    f"{config.starts_per_scene} per scene; real = ground-truth worlds, sim = "
                    "clean reconstructions; the paper profile's rig, image size and fisheye "
-                   "mode.",
+                   f"mode; background colours: {measured_colors(config)}.",
                    f"Chosen limit per task: ceil({MARGIN} x latest success / {ROUND}) x "
                    f"{ROUND}: " + ", ".join(f"{t} {v['limit']} (latest success "
                                             f"{v['latest_success']})"

@@ -115,15 +115,15 @@ def test_cli_refuses_an_unknown_room_in_one_line(tmp_path):
 
 def test_shipped_fit_is_the_committed_measurements():
     # bench/demo/assets/background_color.json is a copy of the measurement's fit
-    from bench.demo.color_align import ASSET, load_background_color
+    from bench.demo.appearance_assets import COLOR_ASSET, load_background_color
 
-    assert ASSET.read_bytes() == (COMMITTED / "background_color.json").read_bytes()
+    assert COLOR_ASSET.read_bytes() == (COMMITTED / "background_color.json").read_bytes()
     fits = load_background_color()
     assert sorted(fits) == sorted(WORLDS) and all(f.degree == 2 for f in fits.values())
 
 
 def test_shipped_fit_unreadable_is_refused_in_one_line(tmp_path):
-    from bench.demo.color_align import load_background_color
+    from bench.demo.appearance_assets import load_background_color
 
     bad = tmp_path / "background_color.json"
     bad.write_text('{"flat": {"coefficients": [[1.0]]}}')
@@ -135,7 +135,7 @@ def test_shipped_fit_unreadable_is_refused_in_one_line(tmp_path):
 
 def test_background_color_option_puts_the_shipped_fit_in_the_spec():
     from bench.demo import cli
-    from bench.demo.color_align import load_background_color
+    from bench.demo.appearance_assets import load_background_color
     from bench.demo.run import BACKGROUND_COLORS, DemoConfig
 
     assert cli.BACKGROUND_COLORS == BACKGROUND_COLORS  # argparse's choices, stdlib-only module
@@ -171,3 +171,35 @@ def test_wrist_pixels_without_a_fit_are_unaligned_whatever_the_profile(monkeypat
     for (real_a, sim_a), (real_b, sim_b), (_, sim_c) in zip(plain, again, mapped, strict=True):
         assert np.array_equal(real_a, real_b) and np.array_equal(sim_a, sim_b)
         assert not np.array_equal(sim_a, sim_c)
+
+
+def test_committed_aligned_screen_keeps_every_pair():
+    """results/demo-reaction-aligned: the pairs' screen (8000-8029) with the shipped colour map.
+
+    The pair rule of docs/demo-policies.md (both react to hole-90, real gap 15-40 pp) and
+    item 5's (the stronger keeps at least half its real successes simulated) hold for every
+    task's pair; the real outcomes are the unaligned screen's trial for trial (the real world
+    never sees the colour map).
+    """
+    from bench.demo.reaction import MIN_CHANGED, REAL_GAP_PP
+    from bench.policies.learned import DEMO_POLICIES
+
+    screened = ROOT / "results" / "demo-reaction-aligned"
+    rows, trials = {}, {}
+    for part in ("cup", "tape-pen"):
+        config = json.loads((screened / part / "reaction_config.json").read_text())
+        assert config["background_color"] == "shipped" and config["condition_offset"] == 8000
+        with (screened / part / "reaction.csv").open(newline="") as f:
+            rows.update({(r["task"], r["policy"]): r for r in csv.DictReader(f)})
+        with (screened / part / "reaction_trials.csv").open(newline="") as f:
+            trials.update({(r["task"], r["policy"], r["trial"]): r for r in csv.DictReader(f)})
+    for task, pair in DEMO_POLICIES.items():
+        strong, weak = sorted((rows[(task, p)] for p in pair), key=lambda r: -int(r["real"]))
+        assert all(int(r["changed"]) >= MIN_CHANGED for r in (strong, weak)), task
+        gap = 100 * (int(strong["real"]) - int(weak["real"])) / int(strong["trials"])
+        assert REAL_GAP_PP[0] <= gap <= REAL_GAP_PP[1], (task, gap)
+        assert 2 * int(strong["sim_clean"]) >= int(strong["real"]), task
+    with (ROOT / "results" / "demo-policies" / "reaction_trials.csv").open(newline="") as f:
+        unaligned = {(r["task"], r["policy"], r["trial"]): r for r in csv.DictReader(f)}
+    assert all(unaligned[k]["real"] == r["real"] for k, r in trials.items())
+    assert len(trials) == 30 * len(rows)

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.demo.lights_asset import ASSET, load_mesh_lights
+from bench.demo.appearance_assets import LIGHTS_ASSET as ASSET
+from bench.demo.appearance_assets import load_mesh_lights
 from bench.demo.mesh_lights import (
     LightsConfig,
     _TermRenderer,
