@@ -199,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-frames", type=int, default=TimeLimitConfig.max_frames,
                         help="measurement time limit (10 Hz frames)")
     parser.add_argument("--domains", default="real,sim", help="real and/or sim")
-    parser.add_argument("--background-color", default=None, choices=("none", "shipped"),
+    from bench.demo.run import BACKGROUND_COLORS
+
+    parser.add_argument("--background-color", default=None, choices=BACKGROUND_COLORS,
                         help="simulated backgrounds' colours (bench demo --background-color) "
                         "[the paper profile's]")
     args = parser.parse_args(argv)

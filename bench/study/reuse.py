@@ -36,7 +36,7 @@ import dataclasses
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,6 +135,20 @@ def sim_rerun_scenes(source: Mapping[str, Any], spec: StudySpec) -> set[str]:
             if (old.get(key) or {}).get(scene) != (new.get(key) or {}).get(scene)}
 
 
+def same_settings(source: Mapping[str, Any], spec: StudySpec) -> Callable[[str, str, str], bool]:
+    """``(scene, task, domain) -> bool``: whether ``source`` ran that cell as ``spec`` runs it.
+
+    The same time limit (:func:`same_limit`) and, for simulated cells, the same simulated-only
+    settings of the scene (:func:`sim_rerun_scenes`, computed once here).
+    """
+    rerun = sim_rerun_scenes(source, spec)
+
+    def same(scene: str, task: str, domain: str) -> bool:
+        return same_limit(source, spec, scene, task) and not (domain == "sim" and scene in rerun)
+
+    return same
+
+
 def spec_difference(source: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Top-level fields of two spec JSONs that forbid reusing ``source``'s rows for ``new``.
 
@@ -231,9 +245,8 @@ def count_reusable(spec: StudySpec, source: ReuseSource) -> tuple[int, int]:
                for policy in spec.policies[task]]
     with ResultsStore.open_read_only(source.path / DB_NAME) as src:
         stored = {row.key for row in src.rollouts(spec.name)}
-    rerun = sim_rerun_scenes(source.spec, spec)
-    held = sum(key in stored and same_limit(source.spec, spec, key[1], key[3])
-               and not (key[5] == "sim" and key[1] in rerun) for key in planned)
+    same = same_settings(source.spec, spec)
+    held = sum(key in stored and same(key[1], key[3], key[5]) for key in planned)
     return held, len(planned)
 
 
@@ -362,15 +375,14 @@ def _reusable_rows(spec: StudySpec, store: ResultsStore, src: ResultsStore,
                    ) -> list[RolloutRow]:
     """Source rows ``spec`` plans and ``store`` lacks, in plan order; a changed bundle refused."""
     stored = {row.key: row for row in src.rollouts(spec.name)}
-    rerun = sim_rerun_scenes(found.spec, spec)
+    same = same_settings(found.spec, spec)
     rows = []
     for domain, scene, cond, task, trial in rollout_plan(spec):
         for policy in spec.policies[task]:
             key = (spec.name, scene, cond, task, policy, domain, trial)
             row = stored.get(key)
             if row is None or store.has_rollout(key) \
-                    or not same_limit(found.spec, spec, scene, task) \
-                    or (domain == "sim" and scene in rerun):
+                    or not same(scene, task, domain):
                 continue
             sha = bundles[(scene, cond)].manifest_sha256
             if row.manifest_sha256 != sha:  # the row names the bundle it ran on
