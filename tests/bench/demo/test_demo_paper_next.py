@@ -49,6 +49,16 @@ def _store() -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
 
 
+def _stored_rollouts() -> list[dict]:
+    """Every stored rollout, one dict per row of ``ROLLOUT_COLUMNS``."""
+    db = _store()
+    try:
+        cursor = db.execute(f"SELECT {', '.join(ROLLOUT_COLUMNS)} FROM rollouts")
+        return [dict(zip(ROLLOUT_COLUMNS, r, strict=True)) for r in cursor]
+    finally:
+        db.close()
+
+
 def test_next_paper_store_resumes_under_its_spec():
     db = _store()
     try:
@@ -76,12 +86,7 @@ def test_next_paper_rollouts_are_planned_and_reused_rows_equal_the_paper_run():
         for domain, scene, cond, task, trial in rollout_plan(spec)
         for policy in spec.policies[task]}
     assert len(planned) == count_rollouts(spec) == 16_200
-    db = _store()
-    try:
-        cursor = db.execute(f"SELECT {', '.join(ROLLOUT_COLUMNS)} FROM rollouts")
-        rows = [dict(zip(ROLLOUT_COLUMNS, r, strict=True)) for r in cursor]
-    finally:
-        db.close()
+    rows = _stored_rollouts()
     with PAPER_ROWS.open(newline="") as f:
         paper = {tuple(r[k] for k in ROLLOUT_KEY): r for r in csv.DictReader(f)}
     cup_real = 0
@@ -101,15 +106,10 @@ def test_finished_store_and_its_committed_tables_agree():
     table = NEXT / "tables" / "rollouts.csv"
     if not table.is_file():
         pytest.skip("the re-run's tables are not committed")
-    db = _store()
-    try:
-        stored = {tuple(str(v) for v in r[:len(ROLLOUT_KEY)]): (int(r[-2]), int(r[-1]))
-                  for r in db.execute(f"SELECT {', '.join(ROLLOUT_KEY)}, success, frames "
-                                      "FROM rollouts")}
-    finally:
-        db.close()
+    stored = {tuple(str(row[k]) for k in ROLLOUT_KEY): {c: str(row[c]) for c in ROLLOUT_COLUMNS}
+              for row in _stored_rollouts()}
     with table.open(newline="") as f:
-        written = {tuple(r[k] for k in ROLLOUT_KEY): (int(r["success"]), int(r["frames"]))
+        written = {tuple(r[k] for k in ROLLOUT_KEY): {c: r[c] for c in ROLLOUT_COLUMNS}
                    for r in csv.DictReader(f)}
     assert len(stored) == count_rollouts(_spec()) == 16_200
     assert written == stored
