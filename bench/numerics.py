@@ -12,17 +12,24 @@ before those imports:
 - ``OPENBLAS_CORETYPE=Haswell``: numpy's OpenBLAS uses its AVX2 + FMA kernels (``SkylakeX``
   on an AVX-512 Intel, ``Zen`` on an AMD sum in another order);
 - ``NPY_DISABLE_CPU_FEATURES``: numpy's own ufunc loops go no higher than ``X86_V3``;
-- ``ATEN_CPU_CAPABILITY=avx2``, ``ONEDNN_MAX_CPU_ISA=AVX2``, ``MKL_ENABLE_INSTRUCTIONS=AVX2``:
-  torch's vectorised kernels, its oneDNN primitives and its MKL GEMMs (the policies'
-  convolutions run as MKL SGEMMs) stop at AVX2;
+- ``ATEN_CPU_CAPABILITY=avx2``, ``ONEDNN_MAX_CPU_ISA=AVX2``: torch's vectorised kernels and
+  its oneDNN primitives stop at AVX2;
+- ``MKL_CBWR=COMPATIBLE``: torch's MKL GEMMs (the policies' and scorers' convolutions) take
+  MKL's conditional-numerical-reproducibility branch for "Intel and Intel-compatible" CPUs,
+  whose results MKL promises equal on every x86-64 CPU for a fixed thread count. Capping MKL's
+  instructions (``MKL_ENABLE_INSTRUCTIONS=AVX2``, the earlier pin) was not enough: the
+  policies' chunks differed between AMD EPYC and Intel Sapphire Rapids under it, and on the
+  Intel with the thread count;
 - ``MUJOCO_GL=egl``, ``PYOPENGL_PLATFORM=egl``, ``LP_NATIVE_VECTOR_WIDTH=256``: the ground-truth
   worlds render offscreen through EGL, and Mesa's llvmpipe (the software rasteriser where there
   is no GPU) keeps 256-bit vectors whatever the CPU offers.
 
-Every x86-64-v3 CPU (AVX2 + FMA) runs all of these. Thread counts are not pinned: the policy
-network's outputs and numpy's products were measured bit-identical with 1, 2 and 8 torch
-threads (docs/demo.md), and the quality scorers fix their own threads
-(``metrics.base.SCORER_THREADS``).
+Every x86-64-v3 CPU (AVX2 + FMA) runs all of these. Thread counts are not environment pins:
+the computations whose numbers are recorded fix their own (a policy query
+``bench.policies.bc_network.POLICY_THREADS``, a quality score ``metrics.base.SCORER_THREADS``)
+and run without oneDNN, whose convolutions block their sums by the CPU's cache sizes
+(:func:`bench.threads.pinned_torch`); numpy's products were measured bit-identical with 1, 2
+and 8 threads (docs/demo.md).
 
 Two users: ``tests/conftest.py`` sets the variables before numpy loads in a test process
 (:func:`apply_reference_numerics`), and ``bench demo`` checks them in its own process and,
@@ -53,7 +60,7 @@ REFERENCE_ENV: dict[str, str] = {
     "NPY_DISABLE_CPU_FEATURES": " ".join(ABOVE_X86_V3),
     "ATEN_CPU_CAPABILITY": "avx2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
-    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "MKL_CBWR": "COMPATIBLE",
     "MUJOCO_GL": "egl",
     "PYOPENGL_PLATFORM": "egl",
     "LP_NATIVE_VECTOR_WIDTH": "256",

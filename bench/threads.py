@@ -26,8 +26,10 @@ reproduces its tables byte for byte with and without the limits (issue 32).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 #: Variables read by OpenMP (torch's intra-op pool, libgomp), MKL and OpenBLAS at load.
@@ -74,6 +76,32 @@ def limit_torch_threads(threads: int) -> tuple[int, int]:
     import torch  # noqa: F401  (the caller needs torch anyway: a policy process)
 
     return _limit_torch(_check(threads))
+
+
+@contextlib.contextmanager
+def pinned_torch(threads: int) -> Iterator[None]:
+    """Run the body with torch's CPU float path fixed: ``threads`` intra-op threads, no oneDNN.
+
+    For computations whose numbers are recorded (a policy's chunk, a quality score): MKL
+    promises equal results across CPUs (``MKL_CBWR``, :mod:`bench.numerics`) only for a fixed
+    thread count, and oneDNN's convolutions choose their reduction blocking from the CPU's
+    cache sizes, which the numerics cannot pin; without oneDNN torch convolves through MKL's
+    GEMMs. Both settings are restored afterwards (a trainer's or a worker's pool stays its own).
+    """
+    import torch  # the caller is about to compute with it
+
+    threads = _check(threads)
+    before, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
+    if before != threads:
+        torch.set_num_threads(threads)
+    # the flag itself, not mkldnn.flags(): that one also sets TF32 and warns on every call
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = onednn
+        if before != threads:
+            torch.set_num_threads(before)
 
 
 def _limit_torch(threads: int) -> tuple[int, int]:

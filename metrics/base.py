@@ -9,11 +9,12 @@ image (``unit == "image"``) or one value per ordered sequence
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+from bench.threads import pinned_torch
 
 Mode = Literal["FR", "NR"]
 Unit = Literal["image", "sequence"]
@@ -70,7 +71,7 @@ class Scorer:
             )
         if self.info.mode == "NR" and ref is not None:
             raise BenchError(f"{self.info.name} is no-reference: do not pass reference images")
-        with fixed_torch_threads():
+        with pinned_torch(SCORER_THREADS):  # threads fixed, no oneDNN (bench.threads)
             return self.score(pred, ref)
 
     def __repr__(self) -> str:
@@ -79,21 +80,8 @@ class Scorer:
 
 #: CPU threads of torch while a scorer runs: float reductions depend on the thread count, so a
 #: fixed count keeps scores byte-identical whatever the process set before (a trainer's or a
-#: worker's ``torch.set_num_threads``).
+#: worker's ``torch.set_num_threads``) and on every CPU (MKL's CNR needs a fixed count).
 SCORER_THREADS = 1
-
-
-@contextlib.contextmanager
-def fixed_torch_threads(threads: int = SCORER_THREADS):
-    """Run the body with torch's intra-op threads at ``threads`` (restored afterwards)."""
-    import torch  # already loaded: get_scorer resolves the device with it
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def resolve_device(device: str) -> str:

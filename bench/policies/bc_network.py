@@ -249,12 +249,21 @@ def load_network(directory: Any) -> tuple[Any, BCConfig]:
     return net, config
 
 
+#: torch threads of one policy query: a fixed count, so the chunk is the same bits whatever
+#: pool the process has (MKL's cross-CPU guarantee, MKL_CBWR in bench.numerics, holds only for
+#: a fixed count; on AMD EPYC 1 and 8 threads gave other chunks under it). Its cost beside the
+#: unpinned query: docs/speed/numerics.md (about 1.5x of a millisecond; small against a frame).
+POLICY_THREADS = 1
+
+
 def predict_chunk(net: Any, config: BCConfig, left: np.ndarray, right: np.ndarray,
                   proprio: np.ndarray) -> np.ndarray:  # uint8 [H, W, 3] x2, [8] -> [h, 7]
-    """One query: the env delta rows the network predicts."""
+    """One query: the env delta rows the network predicts (:data:`POLICY_THREADS` threads)."""
     import torch
 
-    with torch.no_grad():
+    from bench.threads import pinned_torch
+
+    with torch.no_grad(), pinned_torch(POLICY_THREADS):
         out = net(prepare_images(left[None], config.image_size),
                   prepare_images(right[None], config.image_size),
                   torch.from_numpy(np.asarray(proprio, dtype=np.float32)[None]))

@@ -184,12 +184,58 @@ def open_output(spec: StudySpec, out: Path, *, resume: bool, overwrite: bool,
             raise BenchError(f"{out} holds a study with a different spec (it differs in "
                              f"{_spec_difference(stored, spec_text)}); resume with the same "
                              "--spec or choose a new --out")
+        try:
+            check_store_numerics(store, out)
+        except BenchError:
+            store.close()
+            raise
         atomic_write_json(out / SPEC_FILE, spec.to_json())
     except BaseException:
         lock.release()
         raise
     store.hold(lock)
     return store
+
+
+def check_store_numerics(store: ResultsStore, out: Path) -> None:
+    """Refuse to add rows computed under other reference numerics than the stored ones.
+
+    A store's rows must come from one float environment: a resumed run whose reference
+    numerics (:mod:`bench.numerics`) differ from those its rows were computed with would
+    silently mix two kinds of rollouts. The first writer records its numerics in ``meta``; a
+    store written before that record existed is judged by the ``numerics`` of the run's
+    ``manifest.json`` (``bench demo`` writes one). Native numerics promise nothing across
+    machines, so a store made with them is not guarded.
+    """
+    from bench.numerics import numerics_record
+
+    now = numerics_record()
+    now = {"mode": now["mode"], "env": now["env"]}
+    stored = store.get_meta("numerics")
+    if stored is not None:
+        before = json.loads(stored)
+    else:
+        manifest = out / "manifest.json"
+        before = None
+        if manifest.is_file():
+            try:
+                recorded = json.loads(manifest.read_text()).get("numerics")
+            except (OSError, ValueError):
+                recorded = None
+            if isinstance(recorded, dict) and "mode" in recorded:
+                before = {"mode": recorded["mode"], "env": recorded.get("env")}
+    if before is not None and before["mode"] == "reference" and before != now:
+        differ = sorted(k for k in {**(before.get("env") or {}), **(now["env"] or {})}
+                        if (before.get("env") or {}).get(k) != (now["env"] or {}).get(k))
+        if now["mode"] != "reference":
+            why = "this process runs with native numerics"
+        else:
+            why = f"{', '.join(differ)} differ"
+        raise BenchError(f"{out} holds rows computed under other reference numerics ({why}); "
+                         "rows of two float environments cannot be mixed: resume it with the "
+                         "bench version that started it or choose a new --out")
+    if stored is None:
+        store.set_meta("numerics", json.dumps(now, sort_keys=True))
 
 
 # --------------------------------------------------------------------------- conditions

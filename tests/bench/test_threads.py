@@ -40,3 +40,28 @@ def test_limit_threads_sizes_loaded_pools_and_torch_in_a_fresh_process():
     assert got["env"] == thread_env(1)
     assert got["pools"] and set(got["pools"]) == {1}  # OpenBLAS (and any OpenMP) at 1
     assert got["torch"] == [1, 1, 1, 1]
+
+
+def test_pinned_torch_fixes_threads_and_drops_onednn_then_restores_both():
+    import torch
+
+    from bench.threads import pinned_torch
+
+    before, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
+    other = 3 if before != 3 else 2
+    torch.set_num_threads(other)
+    try:
+        with pinned_torch(1):
+            assert torch.get_num_threads() == 1
+            assert torch.backends.mkldnn.enabled is False
+        assert torch.get_num_threads() == other
+        assert torch.backends.mkldnn.enabled == onednn
+        with pytest.raises(RuntimeError, match="inside"), pinned_torch(1):
+            raise RuntimeError("inside")  # restored on the way out of an error too
+        assert torch.get_num_threads() == other
+        assert torch.backends.mkldnn.enabled == onednn
+        with pytest.raises(ValueError, match="threads must be an integer >= 1"), \
+                pinned_torch(0):
+            pass
+    finally:
+        torch.set_num_threads(before)

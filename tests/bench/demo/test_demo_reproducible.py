@@ -159,13 +159,12 @@ def test_manifest_record_reference_and_native(monkeypatch):
     assert numerics.numerics_record() == {
         "mode": "reference", "env": numerics.REFERENCE_ENV, "openblas_core": "Haswell",
         "numpy_simd_above_x86_v3": []}
-    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS")
+    monkeypatch.delenv("MKL_CBWR")
     monkeypatch.setenv("MUJOCO_GL", "osmesa")
     record = numerics.numerics_record()
     assert record["mode"] == "native"
-    assert record["why"] == ("MKL_ENABLE_INSTRUCTIONS, MUJOCO_GL not set to the reference "
-                             "value")
-    assert record["env"]["MKL_ENABLE_INSTRUCTIONS"] is None
+    assert record["why"] == "MKL_CBWR, MUJOCO_GL not set to the reference value"
+    assert record["env"]["MKL_CBWR"] is None
     assert record["env"]["MUJOCO_GL"] == "osmesa"
     assert record["openblas_core"] == "Haswell" and record["numpy_simd_above_x86_v3"] == []
 
@@ -187,8 +186,10 @@ def test_conftest_and_the_demo_share_one_source():
 
 
 def test_policy_outputs_do_not_depend_on_torch_threads():
-    """Why threads are not part of the reference numerics: the demo's policies give the same
-    bits with 1 and 4 intra-op threads (a pool worker gets cores / workers threads)."""
+    """A policy query runs with POLICY_THREADS whatever pool the process has (a pool worker
+    gets cores / workers threads): the chunks are the same bits with 1 and 4 threads set.
+    (On Intel Sapphire Rapids MKL's GEMMs gave other bits for 1 and 4 threads before
+    queries pinned their count, and so did MKL_CBWR=COMPATIBLE for 1 and 8 on AMD EPYC.)"""
     import numpy as np
     import torch
 
@@ -207,7 +208,75 @@ def test_policy_outputs_do_not_depend_on_torch_threads():
             for threads in (1, 4):
                 torch.set_num_threads(threads)
                 chunks[threads] = [predict_chunk(net, config, *q) for q in queries]
+                assert torch.get_num_threads() == threads  # the caller's pool is left as set
             for one, four in zip(chunks[1], chunks[4], strict=True):
                 assert one.tobytes() == four.tobytes(), name
     finally:
         torch.set_num_threads(before)
+
+
+#: First 16 hex digits of the SHA-256 of each demo policy's chunk (float32 bytes) on one
+#: real-domain observation (`_probe_chunks`), in DEMO_POLICIES order (Cup bc-aux, bc-aux-85,
+#: Tape bc-aux-dagger-blur-5, bc-aux-dagger-blur, Pen bc-aux-dagger, bc-aux-dagger-half).
+#: Recorded under the reference numerics on Intel Xeon (Sapphire Rapids, AVX-512), 2026-12-07;
+#: MKL's COMPATIBLE branch promises the same bits on AMD, so on an AMD CPU this test is the
+#: cross-vendor check. (Under the earlier MKL_ENABLE_INSTRUCTIONS=AVX2 pin the same probe gave
+#: 87ca4562b9d2f9be ... on this Intel and other bits on AMD EPYC.)
+POLICY_CHUNK_DIGESTS = ("a8c0e64a00ff0d22", "ac9549aa8855112b", "97136d06eb66fcc3",
+                        "7e4e7c8f418ffcb3", "787486377e18b781", "ab1809c70b8a3d2a")
+
+
+def _probe_chunks() -> list[str]:
+    """Each demo policy's chunk after one expert chunk from real-domain start 9000 (Duo)."""
+    import hashlib
+
+    import numpy as np
+
+    from bench.policies.base import make_policy
+    from bench.policies.learned import DEMO_POLICIES
+    from bench.sim.policy_io import policy_observation, to_env_chunk
+    from bench.worlds.real import REAL_DOMAIN
+
+    digests = []
+    for task, names in DEMO_POLICIES.items():
+        env = REAL_DOMAIN.make_env("gt-duo", task)
+        try:
+            obs, info = env.reset(seed=9000)
+            expert = make_policy("expert", env.unwrapped)
+            chunk = expert.act(policy_observation(obs, env), info)
+            obs, _, _, _, info = env.step(to_env_chunk(chunk, env, info))
+            query = policy_observation(obs, env)
+            for name in names:
+                out = np.asarray(make_policy(name, env.unwrapped, seed=0).act(query, info),
+                                 dtype=np.float32)
+                digests.append(hashlib.sha256(out.tobytes()).hexdigest()[:16])
+        finally:
+            env.close()
+    return digests
+
+
+def test_policy_chunks_equal_their_cross_cpu_golden(reference_numerics):
+    assert tuple(_probe_chunks()) == POLICY_CHUNK_DIGESTS
+
+
+def test_scores_do_not_depend_on_onednn_kernels():
+    """Quality scores run without oneDNN (bench.threads.pinned_torch): LPIPS is the same bits
+    with oneDNN capped at SSE4.1 and at AVX2. With oneDNN on, the two caps gave other bits
+    (its convolutions pick their kernels, and their sums' blocking, per CPU)."""
+    if not numerics.cpu_supports_reference()[0]:
+        pytest.skip("the comparison runs under the reference numerics (x86-64-v3 CPU)")
+    code = ("import hashlib, numpy as np\n"
+            "from metrics.registry import get_scorer\n"
+            "rng = np.random.default_rng(0)\n"
+            "a = rng.random((2, 96, 128, 3))\n"
+            "b = np.clip(a + rng.normal(0, 0.05, a.shape), 0, 1)\n"
+            "print(hashlib.sha256(get_scorer('lpips')(a, b).tobytes()).hexdigest())\n")
+    digests = set()
+    for isa in ("SSE41", "AVX2"):
+        env = numerics.reference_env({**_native_env(), "ONEDNN_MAX_CPU_ISA": isa})
+        env["ONEDNN_MAX_CPU_ISA"] = isa
+        result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+        digests.add(result.stdout.strip().splitlines()[-1])
+    assert len(digests) == 1, digests

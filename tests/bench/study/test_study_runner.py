@@ -72,6 +72,41 @@ def test_resume_skips_done_and_reruns_missing(study, tmp_path):
         run_study(SPEC.replace(trials=2), copy, resume=True, progress=False)
 
 
+def test_resume_refuses_rows_of_other_reference_numerics(study, tmp_path, monkeypatch):
+    """A store's rows come from one float environment: a resume under other reference
+    numerics (here MKL's branch changed, as between bench versions) is refused, the store
+    left as it was; a store recorded under native numerics promises nothing and resumes."""
+    import shutil
+
+    from bench import numerics
+
+    if not numerics.reference_numerics_active()[0]:
+        pytest.skip("the test process runs without the reference numerics")
+    out, _ = study
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    with ResultsStore(copy) as store:
+        recorded = json.loads(store.get_meta("numerics"))
+    assert recorded == {"mode": "reference", "env": numerics.REFERENCE_ENV}
+    before = (copy / "results.sqlite").read_bytes()
+    monkeypatch.setitem(numerics.REFERENCE_ENV, "MKL_CBWR", "AVX2")
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    with pytest.raises(BenchError, match=r"holds rows computed under other reference numerics "
+                       r"\(MKL_CBWR differ\).*choose a new --out"):
+        run_study(SPEC, copy, resume=True, progress=False)
+    assert (copy / "results.sqlite").read_bytes() == before
+    # a store written before the record existed is judged by its manifest's record
+    with ResultsStore(copy) as store:
+        store._db.execute("DELETE FROM meta WHERE key = 'numerics'")
+    (copy / "manifest.json").write_text(json.dumps({"numerics": recorded}))
+    with pytest.raises(BenchError, match="other reference numerics"):
+        run_study(SPEC, copy, resume=True, progress=False)
+    (copy / "manifest.json").write_text(json.dumps({"numerics": {"mode": "native"}}))
+    assert run_study(SPEC, copy, resume=True, progress=False).new_rollouts == 0
+    with ResultsStore(copy) as store:  # recorded now: the numerics this resume ran under
+        assert json.loads(store.get_meta("numerics"))["env"]["MKL_CBWR"] == "AVX2"
+
+
 def test_cli_run_and_export(study, tmp_path, capsys):
     from bench.cli import main
 
