@@ -1,4 +1,5 @@
-"""The paper run under colour alignment, finished but not adopted (issue 33 items 1, 2 and 5).
+"""The paper runs under colour alignment: the first (finished, not adopted) and its re-run under
+the CPU-independent numerics (in progress); issue 33 items 1, 2 and 5.
 
 The re-run draws the simulated backgrounds colour-aligned to the robot's camera
 (``--background-color shipped``) at the time limits re-measured on that pipeline
@@ -15,6 +16,15 @@ the committed store resumable and honest:
 - its Cup real rows are the finished paper run's, column for column (reused with
   ``--reuse-from``: the real world never sees the colour map, and Cup's limit is unchanged),
   and nothing else was copied.
+
+The same design is being run again from scratch under the reference numerics of 2026-12-07
+(``MKL_CBWR=COMPATIBLE``, a fixed thread count per policy query and score: bench/numerics.py)
+into ``results/demo-paper-rerun`` (docs/demo.md, "The paper run under the CPU-independent
+numerics"), committed between sittings. Its store must hold the same spec and today's
+numerics (else ``--resume`` refuses: bench.study.runner), nothing copied from an earlier run
+(their rows are another float environment's), only planned rollouts, and Cup real rows equal
+to the committed preview's (``results/demo``) column for column: both computed under the same
+numerics, in two processes, with the same 150-frame limit and no colour map in the real world.
 """
 
 from __future__ import annotations
@@ -26,12 +36,15 @@ from pathlib import Path
 
 import pytest
 
+from bench import numerics
 from bench.demo.run import DemoConfig
 from bench.study.plan import count_rollouts, init_index, rollout_plan
 from bench.study.store import ROLLOUT_COLUMNS, ROLLOUT_KEY
 
 ROOT = Path(__file__).resolve().parents[3]
 NEXT = ROOT / "results" / "demo-paper-next"
+RERUN = ROOT / "results" / "demo-paper-rerun"
+PREVIEW_ROWS = ROOT / "results" / "demo" / "tables" / "rollouts.csv"
 PAPER_ROWS = ROOT / "results" / "demo-paper" / "tables" / "rollouts.csv"
 LIMITS = {"tape": 550, "pen": 1550}
 
@@ -41,17 +54,35 @@ def _spec():
                       frame_limits=LIMITS).study_spec()
 
 
-def _store() -> sqlite3.Connection:
-    path = NEXT / "results.sqlite"
+def _store(run: Path = NEXT) -> sqlite3.Connection:
+    path = run / "results.sqlite"
     if not path.is_file():
-        pytest.skip("no paper run under colour alignment committed")
+        pytest.fail(f"{path} is not committed: its rows are lost (docs/demo.md says how the "
+                    "run is resumed or started again)")
     # immutable: reading the committed file never writes a -wal / -shm beside it
     return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
 
 
-def _stored_rollouts() -> list[dict]:
+def _meta(run: Path, key: str) -> str | None:
+    db = _store(run)
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    finally:
+        db.close()
+    return None if row is None else row[0]
+
+
+def _planned(spec) -> dict[tuple, tuple[int, int | None]]:
+    """key -> (initial condition, frame limit), from the runner's own plan."""
+    return {(spec.name, scene, cond, task, policy, domain, str(trial)):
+            (init_index(spec, domain, trial, cond), spec.frames_limit(scene, task))
+            for domain, scene, cond, task, trial in rollout_plan(spec)
+            for policy in spec.policies[task]}
+
+
+def _stored_rollouts(run: Path = NEXT) -> list[dict]:
     """Every stored rollout, one dict per row of ``ROLLOUT_COLUMNS``."""
-    db = _store()
+    db = _store(run)
     try:
         cursor = db.execute(f"SELECT {', '.join(ROLLOUT_COLUMNS)} FROM rollouts")
         return [dict(zip(ROLLOUT_COLUMNS, r, strict=True)) for r in cursor]
@@ -78,27 +109,33 @@ def test_next_paper_store_resumes_under_its_spec():
     assert len(record["checked"]) == 6 and record["quality_rows"] == quality == 3_300
 
 
-def test_next_paper_rollouts_are_planned_and_reused_rows_equal_the_paper_run():
+def _planned_with_cup_real_rows_of(run: Path, reference: Path) -> int:
+    """Check every stored rollout of ``run`` against the aligned spec's plan (start, limit) and
+    each Cup real one that ``reference`` (a rollouts.csv) holds against it, column for column;
+    returns how many Cup real rollouts were compared."""
     spec = _spec()
-    planned = {  # key -> (initial condition, frame limit), from the runner's own plan
-        (spec.name, scene, cond, task, policy, domain, str(trial)):
-            (init_index(spec, domain, trial, cond), spec.frames_limit(scene, task))
-        for domain, scene, cond, task, trial in rollout_plan(spec)
-        for policy in spec.policies[task]}
+    planned = _planned(spec)
     assert len(planned) == count_rollouts(spec) == 16_200
-    rows = _stored_rollouts()
-    with PAPER_ROWS.open(newline="") as f:
-        paper = {tuple(r[k] for k in ROLLOUT_KEY): r for r in csv.DictReader(f)}
-    cup_real = 0
+    rows = _stored_rollouts(run)
+    assert rows, f"{run}: the committed store holds no rollout"
+    with reference.open(newline="") as f:
+        known = {tuple(r[k] for k in ROLLOUT_KEY): r for r in csv.DictReader(f)}
+    compared = 0
     for row in rows:
         key = tuple(str(row[k]) for k in ROLLOUT_KEY)
         assert key in planned, f"{key} is not a rollout of the re-run's spec"
         start, limit = planned[key]
         assert int(row["init_index"]) == start and int(row["frames"]) <= limit, key
-        if row["task"] == "cup" and row["domain"] == "real":
-            cup_real += 1
-            assert all(str(row[c]) == paper[key][c] for c in ROLLOUT_COLUMNS), key
-    assert cup_real == 120  # reused or re-run as the spot check: the same rows either way
+        if row["task"] == "cup" and row["domain"] == "real" and key in known:
+            compared += 1
+            differ = [c for c in ROLLOUT_COLUMNS if str(row[c]) != known[key][c]]
+            assert not differ, f"{key}: {differ} differ from {reference.relative_to(ROOT)}"
+    return compared
+
+
+def test_next_paper_rollouts_are_planned_and_reused_rows_equal_the_paper_run():
+    # reused or re-run as the spot check: the same rows either way, all 120
+    assert _planned_with_cup_real_rows_of(NEXT, PAPER_ROWS) == 120
 
 
 def test_finished_store_and_its_committed_tables_agree():
@@ -113,3 +150,15 @@ def test_finished_store_and_its_committed_tables_agree():
                    for r in csv.DictReader(f)}
     assert len(stored) == count_rollouts(_spec()) == 16_200
     assert written == stored
+
+
+def test_rerun_store_resumes_under_its_spec_and_todays_numerics():
+    assert _meta(RERUN, "spec") == json.dumps(_spec().to_json(), sort_keys=True)
+    assert json.loads(_meta(RERUN, "numerics")) == {"mode": "reference",
+                                                    "env": numerics.REFERENCE_ENV}
+    assert _meta(RERUN, "reused_from") is None  # run from scratch: nothing copied
+
+
+def test_rerun_rollouts_are_planned_and_cup_real_rows_equal_the_preview():
+    # the run starts with Duo's real cells: Cup's 40 are in every committed snapshot
+    assert _planned_with_cup_real_rows_of(RERUN, PREVIEW_ROWS) >= 40
