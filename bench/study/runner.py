@@ -209,33 +209,33 @@ def check_store_numerics(store: ResultsStore, out: Path) -> None:
     """
     from bench.numerics import numerics_record
 
-    now = numerics_record()
-    now = {"mode": now["mode"], "env": now["env"]}
+    record = numerics_record()
+    now = {"mode": record["mode"], "env": record["env"]}
     stored = store.get_meta("numerics")
-    if stored is not None:
-        before = json.loads(stored)
-    else:
-        manifest = out / "manifest.json"
-        before = None
-        if manifest.is_file():
-            try:
-                recorded = json.loads(manifest.read_text()).get("numerics")
-            except (OSError, ValueError):
-                recorded = None
-            if isinstance(recorded, dict) and "mode" in recorded:
-                before = {"mode": recorded["mode"], "env": recorded.get("env")}
+    before = json.loads(stored) if stored is not None else _manifest_numerics(out)
     if before is not None and before["mode"] == "reference" and before != now:
-        differ = sorted(k for k in {**(before.get("env") or {}), **(now["env"] or {})}
-                        if (before.get("env") or {}).get(k) != (now["env"] or {}).get(k))
         if now["mode"] != "reference":
             why = "this process runs with native numerics"
         else:
+            old, new = before.get("env") or {}, now["env"]
+            differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
             why = f"{', '.join(differ)} differ"
         raise BenchError(f"{out} holds rows computed under other reference numerics ({why}); "
                          "rows of two float environments cannot be mixed: resume it with the "
                          "bench version that started it or choose a new --out")
     if stored is None:
         store.set_meta("numerics", json.dumps(now, sort_keys=True))
+
+
+def _manifest_numerics(out: Path) -> dict[str, Any] | None:
+    """``{"mode", "env"}`` of the numerics ``out/manifest.json`` records; None without one."""
+    try:
+        recorded = json.loads((out / "manifest.json").read_text()).get("numerics")
+    except (OSError, ValueError, AttributeError):  # no manifest, not JSON, not an object
+        return None
+    if not isinstance(recorded, dict) or "mode" not in recorded:
+        return None
+    return {"mode": recorded["mode"], "env": recorded.get("env")}
 
 
 # --------------------------------------------------------------------------- conditions

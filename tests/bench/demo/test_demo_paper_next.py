@@ -93,14 +93,13 @@ def _stored_rollouts(run: Path = NEXT) -> list[dict]:
 def test_next_paper_store_resumes_under_its_spec():
     db = _store()
     try:
-        stored = db.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone()
-        reused = db.execute("SELECT value FROM meta WHERE key = 'reused_from'").fetchone()
         quality = db.execute("SELECT count(*) FROM quality").fetchone()[0]
     finally:
         db.close()
-    assert stored is not None and stored[0] == json.dumps(_spec().to_json(), sort_keys=True)
-    assert "background_color" in json.loads(stored[0])["real_world"]
-    (record,) = json.loads(reused[0])
+    stored = _meta(NEXT, "spec")
+    assert stored is not None and stored == json.dumps(_spec().to_json(), sort_keys=True)
+    assert "background_color" in json.loads(stored)["real_world"]
+    (record,) = json.loads(_meta(NEXT, "reused_from"))
     assert record["source"] == "results/demo-paper"
     # Cup's real rollouts (3 rooms x 2 policies x 20, less the 6 spot checks) and every
     # Test / OBS-Probe quality row; no simulated row (every colour changed), no Tape or Pen

@@ -119,10 +119,11 @@ def test_default_profiles_rollouts_are_the_paper_runs_first_trials():
     rows = _paper_rows()
     with PREVIEW.open(newline="") as f:
         preview = list(csv.DictReader(f))
-    same_numerics = _numerics(PAPER) == _numerics(PREVIEW.parents[1])
+    paper_numerics, preview_numerics = _numerics(PAPER), _numerics(PREVIEW.parents[1])
+    same_numerics = paper_numerics == preview_numerics
     if not same_numerics:  # which pins each run recorded: the paper run the earlier one
-        assert _numerics(PAPER)["env"].get("MKL_ENABLE_INSTRUCTIONS") == "AVX2"
-        assert _numerics(PREVIEW.parents[1])["env"].get("MKL_CBWR") == "COMPATIBLE"
+        assert paper_numerics["env"].get("MKL_ENABLE_INSTRUCTIONS") == "AVX2"
+        assert preview_numerics["env"].get("MKL_CBWR") == "COMPATIBLE"
     columns = ROLLOUT_COLUMNS if same_numerics else ("init_index",)
     spec = _paper_spec()
     shared = 0
